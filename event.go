@@ -1,0 +1,67 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Event types written by the foundation; later packages add their own.
+const (
+	EventSessionOpen  = "session.open"
+	EventSessionJoin  = "session.join"
+	EventSessionClose = "session.close"
+	EventSessionError = "session.error"
+)
+
+// Event is one entry of a session's append-only log. Seq is the event's
+// position in its session, starting at 1, with no gaps.
+type Event struct {
+	ID          string
+	SessionID   string
+	Seq         int64
+	ClientKeyID string // attribution; empty means none
+	Type        string
+	Payload     json.RawMessage
+	CreatedAt   time.Time
+}
+
+// NewEvent builds an unsaved event; payload is marshalled to JSON.
+func NewEvent(sessionID, clientKeyID, typ string, payload any) *Event {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		raw = []byte("{}") // payloads are built from plain data; cannot fail
+	}
+	return &Event{SessionID: sessionID, ClientKeyID: clientKeyID, Type: typ, Payload: raw}
+}
+
+// EventLog is the durable, ordered event log.
+type EventLog interface {
+	// Append durably appends events (possibly of several sessions) and
+	// fills in ID (if empty), Seq and CreatedAt. It returns only after the
+	// events are committed; concurrent appends share one transaction.
+	Append(ctx context.Context, events ...*Event) error
+	// Events returns a page of a session's events, oldest first.
+	Events(ctx context.Context, sessionID string, page Page) (items []*Event, next string, err error)
+	// EventsAfter returns up to limit events of a session with Seq > after.
+	EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]*Event, error)
+}
+
+// Stats are catalogue counts for the activity summary log.
+type Stats struct {
+	Profiles     int64
+	ClientKeys   int64
+	OpenSessions int64
+	Sessions     int64
+	Events       int64
+}
+
+// Store is the whole durable store.
+type Store interface {
+	ProfileStore
+	KeyStore
+	SessionStore
+	EventLog
+	Stats(ctx context.Context) (Stats, error)
+	Close() error
+}
