@@ -2,6 +2,9 @@ package baton
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 )
 
@@ -88,4 +91,50 @@ type Authenticator interface {
 	// Forget drops cached state for revoked keys so they stop working at
 	// once on this node.
 	Forget(keyIDs ...string)
+}
+
+// NewSecret returns a new key plaintext: prefix followed by 48 lowercase hex
+// characters (24 CSPRNG bytes).
+func NewSecret(prefix string) string {
+	var b [24]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error.
+	buf := make([]byte, len(prefix)+48)
+	copy(buf, prefix)
+	hex.Encode(buf[len(prefix):], b[:])
+	return string(buf)
+}
+
+// DigestPrefix marks a SHA-256 key digest.
+const DigestPrefix = "sha256:"
+
+// Digest returns the stored form of a client or session key plaintext:
+// "sha256:" followed by the hex SHA-256 of it. Keys carry 192 random bits,
+// so a fast hash is enough; no per-request key stretching is needed.
+func Digest(plaintext string) string {
+	sum := sha256.Sum256([]byte(plaintext))
+	return DigestPrefix + hex.EncodeToString(sum[:])
+}
+
+// MintKey creates a new key of role with a fresh secret and returns it with
+// the plaintext, which is never stored.
+func MintKey(role KeyRole, name, profileID, clientID string) (*Key, string) {
+	prefix := ClientKeyPrefix
+	switch role {
+	case RoleSession:
+		prefix = SessionKeyPrefix
+	case RoleAdmin:
+		prefix = AdminKeyPrefix
+	}
+	plain := NewSecret(prefix)
+	k := &Key{
+		ID:        NewID(PrefixKey),
+		Name:      name,
+		Hash:      Digest(plain),
+		Prefix:    plain[:8],
+		Role:      role,
+		ProfileID: profileID,
+		ClientID:  clientID,
+		CreatedAt: Now(),
+	}
+	return k, plain
 }
