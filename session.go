@@ -129,8 +129,9 @@ type SessionService interface {
 	Open(ctx context.Context, clientKey *Key, req *OpenRequest) (*OpenResult, error)
 	// Join adds clientKey to an open session (spec-client §2.3).
 	Join(ctx context.Context, clientKey *Key, sessionID string, req *OpenRequest) (*OpenResult, error)
-	// Close closes the session sessionKey is bound to (spec-client §2.7).
-	Close(ctx context.Context, sessionKey *Key) error
+	// CloseSession closes the session sessionKey is bound to
+	// (spec-client §2.7).
+	CloseSession(ctx context.Context, sessionKey *Key) error
 	// Participants returns the sorted client key ids of registered drivers.
 	Participants(ctx context.Context, sessionID string) ([]string, error)
 	// RevokeClientKey revokes a client key with the cascade of

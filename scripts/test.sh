@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the whole test suite the way CI does: lint, then every test with the
+# race detector, shuffled. Fuzz targets run their seed corpora as tests.
+# PostgreSQL conformance tests run when BATON_TEST_POSTGRES_DSN is set
+# (scripts/pg.sh starts a throwaway cluster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/lint.sh
+if [ -z "${BATON_TEST_POSTGRES_DSN:-}" ]; then
+  echo "note: BATON_TEST_POSTGRES_DSN is not set; PostgreSQL tests will skip (see scripts/pg.sh)" >&2
+fi
+go test -race -shuffle=on -count=1 -timeout 20m "$@" ./...
