@@ -1,0 +1,50 @@
+package baton
+
+import "errors"
+
+// Notice is one item of a session's live feed: a committed event, or a
+// streamed text delta of a running model call (never persisted).
+type Notice struct {
+	Event *Event
+	Delta *Delta
+}
+
+// Delta is a piece of assistant text streamed while a model call runs.
+type Delta struct {
+	SessionID   string `json:"session_id"`
+	ClientKeyID string `json:"client_key_id"`
+	Text        string `json:"text"`
+}
+
+// ErrLagged ends a subscription whose reader fell too far behind.
+var ErrLagged = errors.New("lagged; reconnect with since_event_id")
+
+// Subscription kinds: a session.subscribe stream ends on unsubscribe; a
+// turn stream (a sendMessage response) does not.
+const (
+	SubObserver = "observer"
+	SubTurn     = "turn"
+)
+
+// Subscription is one reader of a session's feed.
+type Subscription interface {
+	// C delivers notices in commit order; it is closed when the
+	// subscription ends.
+	C() <-chan Notice
+	// Err says why C was closed: ErrLagged, or nil for a normal end.
+	Err() error
+	// Close ends the subscription.
+	Close()
+}
+
+// Hub fans committed events out to live subscribers, in order, with a
+// bounded buffer per subscriber.
+type Hub interface {
+	// Publish delivers notices to the current subscribers of their
+	// sessions. It never blocks: a full subscriber is ended with ErrLagged.
+	Publish(notices ...Notice)
+	// Subscribe starts a subscription of the given kind.
+	Subscribe(sessionID, kind string) Subscription
+	// End ends the session's subscriptions of kind ("" = all kinds).
+	End(sessionID, kind string)
+}

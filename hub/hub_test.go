@@ -1,0 +1,130 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-engine/baton"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ev(session string, seq int64) baton.Notice {
+	return baton.Notice{Event: &baton.Event{SessionID: session, Seq: seq}}
+}
+
+func drain(s baton.Subscription) []int64 {
+	var out []int64
+	for n := range s.C() {
+		out = append(out, n.Event.Seq)
+	}
+	return out
+}
+
+func TestOrderAndIsolation(t *testing.T) {
+	h := New(16)
+	a := h.Subscribe("a", baton.SubObserver)
+	b := h.Subscribe("b", baton.SubObserver)
+	h.Publish(ev("a", 1), ev("b", 1), ev("a", 2), ev("a", 3))
+	h.End("a", "")
+	h.End("b", "")
+	if got := fmt.Sprint(drain(a)); got != "[1 2 3]" {
+		t.Fatalf("a got %s", got)
+	}
+	if got := fmt.Sprint(drain(b)); got != "[1]" {
+		t.Fatalf("b got %s", got)
+	}
+	if a.Err() != nil {
+		t.Fatalf("normal end has err %v", a.Err())
+	}
+}
+
+func TestLaggedSubscriberEndsAlone(t *testing.T) {
+	h := New(2)
+	slow := h.Subscribe("s", baton.SubObserver)
+	fast := h.Subscribe("s", baton.SubTurn)
+	for i := int64(1); i <= 3; i++ {
+		h.Publish(ev("s", i))
+		if n := <-fast.C(); n.Event.Seq != i { // fast keeps up
+			t.Fatalf("fast got %d, want %d", n.Event.Seq, i)
+		}
+	}
+	if seqs := drain(slow); fmt.Sprint(seqs) != "[1 2]" {
+		t.Fatalf("slow got %v", seqs)
+	}
+	if !errors.Is(slow.Err(), baton.ErrLagged) {
+		t.Fatalf("slow err = %v, want lagged", slow.Err())
+	}
+	h.End("s", "")
+	if _, ok := <-fast.C(); ok || fast.Err() != nil {
+		t.Fatalf("fast did not end normally: err %v", fast.Err())
+	}
+}
+
+func TestEndByKind(t *testing.T) {
+	h := New(4)
+	obs := h.Subscribe("s", baton.SubObserver)
+	turn := h.Subscribe("s", baton.SubTurn)
+	h.End("s", baton.SubObserver)
+	if _, ok := <-obs.C(); ok {
+		t.Fatal("observer still open after End(observer)")
+	}
+	h.Publish(ev("s", 1))
+	if n := <-turn.C(); n.Event.Seq != 1 {
+		t.Fatalf("turn stream got %v", n)
+	}
+	turn.Close()
+	turn.Close() // idempotent
+	if _, ok := <-turn.C(); ok {
+		t.Fatal("closed subscription still delivers")
+	}
+	h.Publish(ev("s", 2)) // no subscribers left: must not panic
+}
+
+func TestConcurrentPublishSubscribe(t *testing.T) {
+	h := New(DefaultBuffer)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 200; j++ {
+				s := h.Subscribe("x", baton.SubObserver)
+				h.Publish(ev("x", int64(j)))
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkFanout1000 publishes one event to 1,000 subscribers of one
+// session, each drained by its own goroutine.
+func BenchmarkFanout1000(b *testing.B) {
+	b.ReportAllocs()
+	h := New(DefaultBuffer)
+	const n = 1000
+	var wg sync.WaitGroup
+	subs := make([]baton.Subscription, n)
+	for i := range subs {
+		subs[i] = h.Subscribe("s", baton.SubObserver)
+		wg.Add(1)
+		go func(s baton.Subscription) {
+			defer wg.Done()
+			for range s.C() {
+			}
+		}(subs[i])
+	}
+	e := ev("s", 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.Publish(e)
+	}
+	b.StopTimer()
+	h.End("s", "")
+	wg.Wait()
+}
