@@ -1,0 +1,89 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/baton-engine/baton"
+)
+
+// EventView is an event as both ports render it (spec-client §2.5).
+type EventView struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	ClientKeyID *string         `json:"client_key_id"`
+	EventType   string          `json:"event_type"`
+	Payload     json.RawMessage `json:"payload"`
+	CreatedAt   string          `json:"created_at"`
+}
+
+// ViewOf renders ev.
+func ViewOf(ev *baton.Event) EventView {
+	v := EventView{
+		ID: ev.ID, SessionID: ev.SessionID, EventType: ev.Type,
+		Payload: ev.Payload, CreatedAt: baton.FormatTime(ev.CreatedAt),
+	}
+	if ev.ClientKeyID != "" {
+		k := ev.ClientKeyID
+		v.ClientKeyID = &k
+	}
+	if len(v.Payload) == 0 {
+		v.Payload = json.RawMessage("{}")
+	}
+	return v
+}
+
+// Views renders events.
+func Views(evs []*baton.Event) []EventView {
+	out := make([]EventView, len(evs))
+	for i, ev := range evs {
+		out[i] = ViewOf(ev)
+	}
+	return out
+}
+
+// AppendEventNotification appends the session.event notification frame of
+// ev to dst without building intermediate values: this is the hot path of
+// every stream.
+func AppendEventNotification(dst []byte, ev *baton.Event) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":"session.event","params":{"id":`...)
+	dst = appendString(dst, ev.ID)
+	dst = append(dst, `,"session_id":`...)
+	dst = appendString(dst, ev.SessionID)
+	dst = append(dst, `,"client_key_id":`...)
+	if ev.ClientKeyID == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendString(dst, ev.ClientKeyID)
+	}
+	dst = append(dst, `,"event_type":`...)
+	dst = appendString(dst, ev.Type)
+	dst = append(dst, `,"payload":`...)
+	if len(ev.Payload) == 0 {
+		dst = append(dst, "{}"...)
+	} else {
+		dst = append(dst, ev.Payload...)
+	}
+	dst = append(dst, `,"created_at":"`...)
+	dst = ev.CreatedAt.UTC().AppendFormat(dst, baton.TimeLayout)
+	return append(dst, `"}}`...)
+}
+
+// DeltaNotification is the opt-in session.event_delta frame (Baton
+// extension) carrying streamed assistant text.
+func DeltaNotification(d *baton.Delta) ([]byte, error) {
+	return Notification("session.event_delta", d)
+}
+
+// appendString appends s as a JSON string. Ids and event types are plain
+// ASCII, which takes the fast path.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}

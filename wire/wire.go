@@ -1,0 +1,178 @@
+// Package wire is the JSON-RPC 2.0 over NDJSON protocol of the session
+// loop (POST /api/v1/sessions/{id}/rpc): request envelope parsing in BAE's
+// exact order, the frame shapes written back, and the one table that maps
+// Baton error codes to JSON-RPC error codes.
+//
+// It depends only on the standard library and the root package, so the
+// server and tools can share it.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/baton-engine/baton"
+)
+
+// JSON-RPC error codes Baton emits.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternal       = -32603
+	CodeServer         = -32000 // session state, merge, loop failures, lagged
+	CodeNotDriver      = -32001
+	CodeImageNotAllow  = -32011
+	CodeSandboxStart   = -32012
+	CodeNoSandbox      = -32013
+	CodeNoSubagent     = -32014
+	CodeToolNotAllowed = -32015
+)
+
+// Request is a parsed JSON-RPC request or notification.
+type Request struct {
+	// ID is the raw id to echo; nil for a notification (no id member).
+	ID     json.RawMessage
+	Method string
+	// Params is the raw params value; {} when absent.
+	Params json.RawMessage
+}
+
+// Notification reports whether the request has no id member: its side
+// effects run, but no terminal frame is written.
+func (r *Request) Notification() bool { return r.ID == nil }
+
+// Error is a JSON-RPC error object (never with a data member).
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Parse decodes one request body in BAE's order (spec-client §4.1). On
+// failure it returns the error to send and the id to echo (nil → null).
+func Parse(body []byte) (*Request, json.RawMessage, *Error) {
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		return nil, nil, &Error{CodeParseError, "Parse error"}
+	}
+	switch body[0] {
+	case '[':
+		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request: batch requests are not supported"}
+	case '{':
+	default:
+		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request"}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request"}
+	}
+	r := &Request{Params: json.RawMessage(`{}`)}
+	if id, ok := m["id"]; ok {
+		r.ID = id
+	}
+	var version string
+	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+		return nil, r.ID, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
+	}
+	if json.Unmarshal(m["method"], &r.Method) != nil || m["method"] == nil {
+		return nil, r.ID, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
+	}
+	if p, ok := m["params"]; ok {
+		r.Params = p
+	}
+	return r, r.ID, nil
+}
+
+// Param returns the raw value of key in params, or nil when params is not
+// an object or lacks the key. Params of any JSON type are accepted and
+// looked up by key (spec-client §4.1).
+func Param(params json.RawMessage, key string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil {
+		return nil
+	}
+	return m[key]
+}
+
+// codes maps Baton error codes to JSON-RPC codes: the one table of this
+// transport. Messages travel verbatim (the engine words them for the wire).
+var codes = map[string]int{
+	baton.ECodeNotOpen:        CodeServer,
+	baton.ECodeSessionFailed:  CodeServer,
+	baton.ECodeMergeInvalid:   CodeServer,
+	baton.ECodeNoTurn:         CodeServer,
+	baton.ECodeSessionClosed:  CodeServer,
+	baton.ECodeNotDriver:      CodeNotDriver,
+	baton.ECodeInvalidParams:  CodeInvalidParams,
+	baton.ECodeToolNotAllowed: CodeToolNotAllowed,
+	baton.ECodeInternal:       CodeInternal,
+}
+
+// FromError converts an error to its JSON-RPC error. Internal errors get
+// the generic "Internal error" message; the caller logs the detail.
+func FromError(err error) *Error {
+	code := baton.ErrorCode(err)
+	c, ok := codes[code]
+	if !ok || code == baton.ECodeInternal {
+		return &Error{CodeInternal, "Internal error"}
+	}
+	return &Error{c, baton.ErrorMessage(err)}
+}
+
+// Frame shapes. Each is one JSON object; the writer adds the newline.
+
+type notificationFrame struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+type resultFrame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result"`
+}
+
+type errorFrame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   *Error          `json:"error"`
+}
+
+type laggedFrame struct {
+	JSONRPC string `json:"jsonrpc"`
+	Error   *Error `json:"error"`
+}
+
+// Notification returns a notification frame.
+func Notification(method string, params any) ([]byte, error) {
+	return json.Marshal(notificationFrame{"2.0", method, params})
+}
+
+// Result returns a success frame echoing id.
+func Result(id json.RawMessage, result any) ([]byte, error) {
+	return json.Marshal(resultFrame{"2.0", nullID(id), result})
+}
+
+// ErrorFrame returns an error frame echoing id (nil → null).
+func ErrorFrame(id json.RawMessage, e *Error) []byte {
+	b, _ := json.Marshal(errorFrame{"2.0", nullID(id), e})
+	return b
+}
+
+// Lagged returns the id-less frame that ends a stream whose reader fell
+// behind.
+func Lagged() []byte {
+	b, _ := json.Marshal(laggedFrame{"2.0", &Error{CodeServer, baton.ErrLagged.Error()}})
+	return b
+}
+
+func nullID(id json.RawMessage) json.RawMessage {
+	if id == nil {
+		return json.RawMessage("null")
+	}
+	return id
+}

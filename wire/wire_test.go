@@ -1,0 +1,179 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/baton-engine/baton"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name, body string
+		id         string // echoed id ("" = none/null)
+		code       int
+		msg        string
+		method     string
+		params     string
+	}{
+		{"syntax", `{"jsonrpc":`, "", CodeParseError, "Parse error", "", ""},
+		{"batch", `[{"jsonrpc":"2.0"}]`, "", CodeInvalidRequest, "Invalid Request: batch requests are not supported", "", ""},
+		{"scalar", `42`, "", CodeInvalidRequest, "Invalid Request", "", ""},
+		{"bad version", `{"jsonrpc":"1.0","id":7,"method":"x"}`, "7", CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`, "", ""},
+		{"no method", `{"jsonrpc":"2.0","id":"a"}`, `"a"`, CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
+		{"method not string", `{"jsonrpc":"2.0","id":1,"method":5}`, "1", CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
+		{"ok no params", `{"jsonrpc":"2.0","id":1,"method":"session.subscribe"}`, "1", 0, "", "session.subscribe", `{}`},
+		{"ok null id is a request", `{"jsonrpc":"2.0","id":null,"method":"m","params":[1]}`, "null", 0, "", "m", `[1]`},
+		{"ok notification", ` {"jsonrpc":"2.0","method":"m","params":{"a":1}} `, "", 0, "", "m", `{"a":1}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, id, e := Parse([]byte(tc.body))
+			if string(id) != tc.id {
+				t.Errorf("echo id %q, want %q", id, tc.id)
+			}
+			if tc.code != 0 {
+				if e == nil || e.Code != tc.code || e.Message != tc.msg {
+					t.Fatalf("error %+v, want %d %q", e, tc.code, tc.msg)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("unexpected error %+v", e)
+			}
+			if r.Method != tc.method || string(r.Params) != tc.params || r.Notification() != (tc.id == "") {
+				t.Fatalf("got %+v notification=%v", r, r.Notification())
+			}
+		})
+	}
+}
+
+func TestFromError(t *testing.T) {
+	tests := []struct {
+		err  error
+		code int
+		msg  string
+	}{
+		{baton.Errorf(baton.ECodeNotDriver, "call session.registerDriver before session.sendMessage"), CodeNotDriver, "call session.registerDriver before session.sendMessage"},
+		{baton.Errorf(baton.ECodeNotOpen, "session is closed, not open"), CodeServer, "session is closed, not open"},
+		{baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: x"), CodeToolNotAllowed, "tool_not_allowed: x"},
+		{baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "message"`), CodeInvalidParams, `Invalid params: missing "message"`},
+		{os.ErrClosed, CodeInternal, "Internal error"},
+		{baton.Errorf(baton.ECodeInternal, "db detail"), CodeInternal, "Internal error"},
+	}
+	for _, tc := range tests {
+		e := FromError(tc.err)
+		if e.Code != tc.code || e.Message != tc.msg {
+			t.Errorf("FromError(%v) = %+v, want %d %q", tc.err, e, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestGoldenFrames pins every frame shape the session loop writes.
+func TestGoldenFrames(t *testing.T) {
+	ev := &baton.Event{
+		ID: "evt_0123456789abcdef0123456789abcdef", SessionID: "ses_0123456789abcdef0123456789abcdef",
+		ClientKeyID: "key_0123456789abcdef0123456789abcdef", Type: "client.message.send",
+		Payload:   json.RawMessage(`{"role":"user","content":"hi \"there\""}`),
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC),
+	}
+	anon := *ev
+	anon.ClientKeyID = ""
+	res, _ := Result(json.RawMessage(`1`), map[string]any{"registered": true})
+	note, _ := Notification("session.event", ViewOf(ev))
+	delta, _ := DeltaNotification(&baton.Delta{SessionID: ev.SessionID, ClientKeyID: ev.ClientKeyID, Text: "Hel"})
+	frames := map[string][]byte{
+		"result":             res,
+		"error_null_id":      ErrorFrame(nil, &Error{CodeParseError, "Parse error"}),
+		"error_string_id":    ErrorFrame(json.RawMessage(`"abc"`), &Error{CodeNotDriver, "call session.registerDriver before session.sendMessage"}),
+		"lagged":             Lagged(),
+		"event_notification": AppendEventNotification(nil, ev),
+		"event_no_key":       AppendEventNotification(nil, &anon),
+		"event_delta":        delta,
+	}
+	// The fast encoder must agree with the generic one.
+	if !bytes.Equal(frames["event_notification"], note) {
+		t.Fatalf("fast notification differs:\n%s\n%s", frames["event_notification"], note)
+	}
+	for name, got := range frames {
+		path := filepath.Join("testdata", name+".golden")
+		if *update {
+			if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./wire -update)", err)
+		}
+		if string(want) != string(got)+"\n" {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"m"}`, `[]`, `{"id":null}`, `"x"`, `{`, `{"jsonrpc":"2.0","method":"m","params":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, id, e := Parse(body)
+		if (r == nil) == (e == nil) {
+			t.Fatalf("exactly one of request and error must be set: %v %v", r, e)
+		}
+		if e != nil {
+			frame := ErrorFrame(id, e)
+			if !json.Valid(frame) {
+				t.Fatalf("invalid error frame %s", frame)
+			}
+			return
+		}
+		if !json.Valid(r.Params) || r.Method == "" && !json.Valid([]byte(`""`)) {
+			t.Fatalf("bad params %s", r.Params)
+		}
+	})
+}
+
+func FuzzEventNotification(f *testing.F) {
+	f.Add("evt_1", "ses_1", "key_1", "x.y", `{"a":"\u0000"}`)
+	f.Add("e\"v", "s\\", "", "t\n", `[]`)
+	f.Fuzz(func(t *testing.T, id, sid, key, typ, payload string) {
+		if !json.Valid([]byte(payload)) {
+			return
+		}
+		ev := &baton.Event{ID: id, SessionID: sid, ClientKeyID: key, Type: typ, Payload: json.RawMessage(payload)}
+		got := AppendEventNotification(nil, ev)
+		want, _ := Notification("session.event", ViewOf(ev))
+		var a, b any
+		if json.Unmarshal(got, &a) != nil || json.Unmarshal(want, &b) != nil {
+			t.Fatalf("invalid JSON: %s", got)
+		}
+		if !bytes.Equal(mustMarshal(a), mustMarshal(b)) {
+			t.Fatalf("fast %s != generic %s", got, want)
+		}
+	})
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func BenchmarkEventNotification(b *testing.B) {
+	ev := &baton.Event{ID: "evt_0123456789abcdef0123456789abcdef", SessionID: "ses_0123456789abcdef0123456789abcdef",
+		ClientKeyID: "key_0123456789abcdef0123456789abcdef", Type: "tool.call",
+		Payload: json.RawMessage(`{"id":"toolu_1","name":"get_time","input":{},"dispatch":"client"}`), CreatedAt: time.Now()}
+	b.ReportAllocs()
+	buf := make([]byte, 0, 512)
+	for i := 0; i < b.N; i++ {
+		buf = AppendEventNotification(buf[:0], ev)
+	}
+}
