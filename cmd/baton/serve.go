@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/adminapi"
+	"github.com/baton-engine/baton/auth"
+	"github.com/baton-engine/baton/config"
+	"github.com/baton-engine/baton/engine"
+	"github.com/baton-engine/baton/httpapi"
+	"github.com/baton-engine/baton/sandbox"
+	"github.com/baton-engine/baton/store"
+)
+
+func (c *cli) serveCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server (the default command)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.serve(cmd.Context(), &f, nil)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// lookupEnv adapts the injected getenv to the lookup shape config wants.
+func (c *cli) lookupEnv(name string) (string, bool) {
+	v := c.getenv(name)
+	return v, v != ""
+}
+
+// serve runs the server until ctx ends. dev, when set, adjusts the
+// configuration for `baton dev` and seeds a profile and key.
+func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
+	cfg, err := loadServeConfig(c.getenv, f)
+	if dev != nil {
+		dev.adjust(cfg, f)
+	}
+	if err != nil {
+		return usageErr(fmt.Errorf("configuration error: %w", err))
+	}
+	file, err := config.Load(cfg.ConfigPath, c.lookupEnv)
+	if err != nil {
+		return usageErr(fmt.Errorf("configuration error: %w", err))
+	}
+	registry := file.Registry()
+	if dev != nil {
+		dev.addProviders(registry, c.lookupEnv)
+	}
+	if cfg.Check {
+		fmt.Fprintf(c.stdout, "configuration ok: %d provider(s), %d MCP server(s)\n", len(registry.Providers), len(registry.MCPServers))
+		return nil
+	}
+	log := newLogger(c.stderr, cfg)
+
+	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log})
+	if err != nil {
+		return runtimeErr(fmt.Errorf("open store: %w", err))
+	}
+	defer db.Close()
+
+	if err := auth.Bootstrap(ctx, db, auth.BootstrapOptions{
+		KeyFile: cfg.AdminKeyFile, HashFile: cfg.AdminKeyHashFile,
+		Rotate: cfg.RotateAdminKey, Disabled: cfg.DisableAdminAuth, Logger: log,
+	}); err != nil {
+		if errors.Is(err, auth.ErrBadHashFile) {
+			return usageErr(fmt.Errorf("configuration error: %w", err))
+		}
+		return runtimeErr(fmt.Errorf("admin key bootstrap: %w", err))
+	}
+
+	prov := sandbox.NewProvisioner(imageDriver(cfg), log)
+	defer prov.Close()
+	if err := provisionAll(ctx, db, prov); err != nil {
+		return runtimeErr(err)
+	}
+
+	authn := auth.New(auth.Options{Keys: db, Logger: log})
+	if err := authn.Open(ctx); err != nil {
+		return runtimeErr(err)
+	}
+	defer authn.Close()
+
+	eng := engine.New(engine.Options{Store: db, Registry: registry, Auth: authn, Logger: log})
+	defer eng.Close()
+
+	if dev != nil {
+		if err := dev.seed(ctx, db, registry); err != nil {
+			return runtimeErr(fmt.Errorf("dev setup: %w", err))
+		}
+	}
+
+	client := httpapi.New(httpapi.Options{
+		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
+		Auth: authn, Sessions: eng, Events: db,
+	})
+	var adminAuth baton.Authenticator = authn
+	if cfg.DisableAdminAuth {
+		adminAuth = nil
+	}
+	admin := adminapi.New(adminapi.Options{
+		Addr: cfg.AdminAddr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
+		Auth: adminAuth, Store: db, Sessions: eng, Images: prov,
+		Registry: registry, RedactedConfig: file.Redacted(),
+	})
+	if err := client.Open(ctx); err != nil {
+		return runtimeErr(fmt.Errorf("client listener: %w", err))
+	}
+	defer client.Close()
+	if err := admin.Open(ctx); err != nil {
+		return runtimeErr(fmt.Errorf("admin listener: %w", err))
+	}
+	defer admin.Close()
+	log.Info("baton listening", "client_url", client.URL(), "admin_url", admin.URL(), "version", baton.Version)
+	if err := c.announce(cfg, client.URL(), admin.URL()); err != nil {
+		return runtimeErr(err)
+	}
+	if dev != nil {
+		dev.banner(c.stdout, client.URL(), admin.URL())
+	}
+
+	summaryDone := make(chan struct{})
+	summaryCtx, stopSummary := context.WithCancel(ctx)
+	go func() {
+		defer close(summaryDone)
+		activitySummary(summaryCtx, db, log, time.Hour)
+	}()
+
+	<-ctx.Done()
+	stopSummary()
+	<-summaryDone
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	errC := client.Shutdown(sctx)
+	errA := admin.Shutdown(sctx)
+	if err := errors.Join(errC, errA); err != nil {
+		log.Warn("shutdown did not drain in time", "err", err)
+	}
+	return nil
+}
+
+// announce tells whoever started the process where it listens: the
+// in-process ready hook (tests) and BATON_READY_FILE (supervisors, tests of
+// the real binary), written atomically.
+func (c *cli) announce(cfg *serveConfig, clientURL, adminURL string) error {
+	if c.ready != nil {
+		c.ready(clientURL, adminURL)
+	}
+	if cfg.ReadyFile == "" {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"client_url": clientURL, "admin_url": adminURL, "pid": os.Getpid()})
+	tmp := cfg.ReadyFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write ready file: %w", err)
+	}
+	return os.Rename(tmp, cfg.ReadyFile)
+}
+
+func newLogger(w io.Writer, cfg *serveConfig) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// imageDriver picks what makes sandbox images ready: the Docker engine, or
+// rootfs directories for the process driver.
+func imageDriver(cfg *serveConfig) sandbox.ImageEnsurer {
+	if cfg.SandboxDriver == "process" {
+		return sandbox.RootfsDir(cfg.rootfsDir())
+	}
+	return sandbox.NewDocker(cfg.DockerSocket)
+}
+
+// rootfsDir is BATON_SANDBOX_ROOTFS_DIR, by default "rootfs" next to the
+// SQLite file.
+func (c *serveConfig) rootfsDir() string {
+	if c.RootfsDir != "" {
+		return c.RootfsDir
+	}
+	return filepath.Join(filepath.Dir(c.DBPath), "rootfs")
+}
+
+// provisionAll starts image provisioning for every profile that declares
+// images, as at every BAE start.
+func provisionAll(ctx context.Context, db baton.ProfileStore, prov baton.ImageProvisioner) error {
+	page := baton.Page{Limit: 200}
+	for {
+		items, next, err := db.ListProfiles(ctx, page)
+		if err != nil {
+			return fmt.Errorf("list profiles: %w", err)
+		}
+		for _, p := range items {
+			if len(p.AvailableSandboxes) > 0 {
+				prov.Provision(ctx, p)
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		page.Cursor = next
+	}
+}
+
+// activitySummary logs catalogue counts at start and then every interval.
+func activitySummary(ctx context.Context, db baton.Store, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if st, err := db.Stats(ctx); err == nil {
+			log.Info("activity summary", "profiles", st.Profiles, "client_keys", st.ClientKeys,
+				"open_sessions", st.OpenSessions, "sessions", st.Sessions, "events", st.Events)
+		} else if ctx.Err() == nil {
+			log.Warn("activity summary", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
