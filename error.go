@@ -29,6 +29,15 @@ const (
 	ECodeTooManyRequests            = "too_many_requests"
 	ECodeUnavailable                = "unavailable"
 	ECodeInternal                   = "internal"
+
+	// Codes of the session loop (JSON-RPC); the client API maps them to
+	// its own error codes.
+	ECodeNotOpen       = "session_not_open"          // "session is <state>, not open"
+	ECodeNotDriver     = "driver_not_registered"     // "call session.registerDriver before <method>"
+	ECodeInvalidParams = "invalid_params"            // "Invalid params: …"
+	ECodeMergeInvalid  = "tool_result_merge_invalid" // "tool result merge invalid: …"
+	ECodeSessionFailed = "session_failed"            // other -32000 conditions
+	ECodeNoTurn        = "no_turn"                   // cancelTurn with nothing to cancel
 )
 
 // Error is Baton's one domain error. Code is machine-readable and stable;

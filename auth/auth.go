@@ -284,8 +284,9 @@ func (a *Auth) lookup(ctx context.Context, role baton.KeyRole, token string) (*b
 	return copyKey(k), nil
 }
 
-// Forget drops every cached verification of the given key ids, so revoked
-// keys stop working on this node at once.
+// Forget drops every cached verification of the given key ids, and of the
+// session keys minted for them, so revoked keys stop working on this node
+// at once.
 func (a *Auth) Forget(keyIDs ...string) {
 	if len(keyIDs) == 0 {
 		return
@@ -293,7 +294,8 @@ func (a *Auth) Forget(keyIDs ...string) {
 	a.mu.Lock()
 	a.gen++
 	for ck, e := range a.cache {
-		if slices.Contains(keyIDs, e.key.ID) {
+		// A revoked client key takes the session keys minted for it along.
+		if slices.Contains(keyIDs, e.key.ID) || (e.key.ClientID != "" && slices.Contains(keyIDs, e.key.ClientID)) {
 			delete(a.cache, ck)
 		}
 	}

@@ -1,18 +1,21 @@
 // Package engine runs Baton's sessions: the lifecycle checks of opening,
-// joining and closing a session, the revocation cascade, and (from the
-// session-loop work on) one actor per open session that owns its turns.
+// joining and closing a session, the revocation cascade, and one actor per
+// open session that owns its turn gate, its paused turn and its drivers.
+// A turn belongs to the session, not to the request that started it: it
+// runs on a goroutine the engine owns, and the request only watches.
 //
 // The engine orchestrates through the root package's interfaces only; it
-// never imports an adapter. cmd/baton hands it a store, a registry and an
-// authenticator.
+// never imports an adapter. cmd/baton hands it a store, a hub, providers,
+// a registry and an authenticator.
 package engine
 
 import (
 	"context"
 	"io"
 	"log/slog"
-	"sort"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/baton-engine/baton"
 )
@@ -20,49 +23,113 @@ import (
 // Options configure an Engine.
 type Options struct {
 	Store    baton.Store
+	Hub      baton.Hub
 	Registry *baton.Registry
+	// Providers maps a provider kind (baton.ProviderAnthropic, …) to its
+	// implementation.
+	Providers map[string]baton.Provider
+	// Images reports sandbox image status for session.sandbox.available.
+	Images baton.ImageProvisioner
 	// Auth, when set, is told about revoked keys so its caches drop them.
-	Auth   baton.Authenticator
-	Logger *slog.Logger
+	Auth baton.Authenticator
+	// TurnTimeout is how long a paused turn is reserved for its owner
+	// (BAE_TURN_TIMEOUT; default 120 s).
+	TurnTimeout time.Duration
+	// ProviderTimeout bounds one provider call (default 120 s).
+	ProviderTimeout time.Duration
+	// ProviderRetries is how many times a retryable provider failure is
+	// retried before the next provider is tried (default 2; -1 for none).
+	ProviderRetries int
+	// RetryBase is the first backoff between retries (default 250 ms).
+	RetryBase time.Duration
+	// LookupEnv resolves ${VAR} in provider tokens (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	Logger    *slog.Logger
 }
 
-// Engine implements baton.SessionService.
+// Engine implements baton.SessionService and baton.TurnService.
 type Engine struct {
-	store    baton.Store
-	registry *baton.Registry
-	auth     baton.Authenticator
-	log      *slog.Logger
+	store           baton.Store
+	hub             baton.Hub
+	registry        *baton.Registry
+	providers       map[string]baton.Provider
+	images          baton.ImageProvisioner
+	auth            baton.Authenticator
+	turnTimeout     time.Duration
+	providerTimeout time.Duration
+	retries         int
+	retryBase       time.Duration
+	lookupEnv       func(string) (string, bool)
+	log             *slog.Logger
+	now             func() time.Time
 
-	mu      sync.Mutex
-	drivers map[string]map[string]struct{} // session id → registered driver key ids
+	ctx        context.Context // writes of running turns; lives until Close is done
+	turnCtx    context.Context // parent of every turn; cancelled first at Close
+	stopTurns  context.CancelFunc
+	stopWrites context.CancelFunc
+	wg         sync.WaitGroup // running turns
+
+	mu     sync.Mutex
+	actors map[string]*actor
 }
 
-var _ baton.SessionService = (*Engine)(nil)
+var (
+	_ baton.SessionService = (*Engine)(nil)
+	_ baton.TurnService    = (*Engine)(nil)
+)
 
-// New returns an Engine; it owns no goroutines until sessions run.
+// New returns an Engine.
 func New(opts Options) *Engine {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := &Engine{
+		store: opts.Store, hub: opts.Hub, registry: opts.Registry, providers: opts.Providers,
+		images: opts.Images, auth: opts.Auth,
+		turnTimeout: opts.TurnTimeout, providerTimeout: opts.ProviderTimeout,
+		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
+		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
+		actors: make(map[string]*actor),
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = &baton.Registry{}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Engine{
-		store:    opts.Store,
-		registry: reg,
-		auth:     opts.Auth,
-		log:      log,
-		drivers:  make(map[string]map[string]struct{}),
+	if e.registry == nil {
+		e.registry = &baton.Registry{}
 	}
+	if e.turnTimeout <= 0 {
+		e.turnTimeout = 120 * time.Second
+	}
+	if e.providerTimeout <= 0 {
+		e.providerTimeout = 120 * time.Second
+	}
+	switch {
+	case e.retries < 0:
+		e.retries = 0
+	case e.retries == 0:
+		e.retries = 2
+	}
+	if e.retryBase <= 0 {
+		e.retryBase = 250 * time.Millisecond
+	}
+	if e.lookupEnv == nil {
+		e.lookupEnv = os.LookupEnv
+	}
+	e.ctx, e.stopWrites = context.WithCancel(context.Background())
+	e.turnCtx, e.stopTurns = context.WithCancel(context.Background())
+	return e
 }
 
-// Close releases in-memory session state.
+// Close cancels running turns, waits for them to record how they ended,
+// and drops all runtime state.
 func (e *Engine) Close() error {
+	e.stopTurns()
 	e.mu.Lock()
-	e.drivers = make(map[string]map[string]struct{})
+	actors := e.actors
+	e.actors = make(map[string]*actor)
 	e.mu.Unlock()
+	for _, a := range actors {
+		a.close()
+	}
+	e.wg.Wait()
+	e.stopWrites()
 	return nil
 }
 
@@ -70,19 +137,25 @@ func (e *Engine) Close() error {
 // drivers. Registrations live in memory: a restart or a close clears them.
 func (e *Engine) Participants(_ context.Context, sessionID string) ([]string, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	ids := make([]string, 0, len(e.drivers[sessionID]))
-	for id := range e.drivers[sessionID] {
-		ids = append(ids, id)
+	a := e.actors[sessionID]
+	e.mu.Unlock()
+	if a == nil {
+		return []string{}, nil
 	}
-	sort.Strings(ids)
-	return ids, nil
+	return a.driverIDs(), nil
 }
 
-// forget drops a session's runtime state (drivers; later: gate, parked
-// turn, subscribers, MCP connections). It is idempotent.
+// forget drops a session's runtime state — drivers, gate, parked turn,
+// queued turns, live streams — after it closed. It is idempotent.
 func (e *Engine) forget(sessionID string) {
 	e.mu.Lock()
-	delete(e.drivers, sessionID)
+	a := e.actors[sessionID]
+	delete(e.actors, sessionID)
 	e.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
+	if e.hub != nil {
+		e.hub.End(sessionID, "")
+	}
 }

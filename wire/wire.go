@@ -52,22 +52,24 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Parse decodes one request body in BAE's order (spec-client §4.1). On
-// failure it returns the error to send and the id to echo (nil → null).
-func Parse(body []byte) (*Request, json.RawMessage, *Error) {
+// failure it returns the error to send. The request is nil when the body
+// was not a JSON object (answer with id null); otherwise it carries the id
+// to echo, and a notification gets no error frame at all.
+func Parse(body []byte) (*Request, *Error) {
 	body = bytes.TrimSpace(body)
 	if !json.Valid(body) {
-		return nil, nil, &Error{CodeParseError, "Parse error"}
+		return nil, &Error{CodeParseError, "Parse error"}
 	}
 	switch body[0] {
 	case '[':
-		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request: batch requests are not supported"}
+		return nil, &Error{CodeInvalidRequest, "Invalid Request: batch requests are not supported"}
 	case '{':
 	default:
-		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request"}
+		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, nil, &Error{CodeInvalidRequest, "Invalid Request"}
+		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
 	}
 	r := &Request{Params: json.RawMessage(`{}`)}
 	if id, ok := m["id"]; ok {
@@ -75,15 +77,15 @@ func Parse(body []byte) (*Request, json.RawMessage, *Error) {
 	}
 	var version string
 	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
-		return nil, r.ID, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
+		return r, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
 	}
 	if json.Unmarshal(m["method"], &r.Method) != nil || m["method"] == nil {
-		return nil, r.ID, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
+		return r, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
 	}
 	if p, ok := m["params"]; ok {
 		r.Params = p
 	}
-	return r, r.ID, nil
+	return r, nil
 }
 
 // Param returns the raw value of key in params, or nil when params is not

@@ -35,7 +35,11 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, id, e := Parse([]byte(tc.body))
+			r, e := Parse([]byte(tc.body))
+			var id json.RawMessage
+			if r != nil {
+				id = r.ID
+			}
 			if string(id) != tc.id {
 				t.Errorf("echo id %q, want %q", id, tc.id)
 			}
@@ -47,6 +51,9 @@ func TestParse(t *testing.T) {
 			}
 			if e != nil {
 				t.Fatalf("unexpected error %+v", e)
+			}
+			if r == nil {
+				t.Fatal("no request")
 			}
 			if r.Method != tc.method || string(r.Params) != tc.params || r.Notification() != (tc.id == "") {
 				t.Fatalf("got %+v notification=%v", r, r.Notification())
@@ -125,11 +132,15 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, id, e := Parse(body)
-		if (r == nil) == (e == nil) {
-			t.Fatalf("exactly one of request and error must be set: %v %v", r, e)
+		r, e := Parse(body)
+		if r == nil && e == nil {
+			t.Fatal("neither a request nor an error")
 		}
 		if e != nil {
+			var id json.RawMessage
+			if r != nil {
+				id = r.ID
+			}
 			frame := ErrorFrame(id, e)
 			if !json.Valid(frame) {
 				t.Fatalf("invalid error frame %s", frame)

@@ -87,7 +87,15 @@ func (c *cli) rootCmd() *cobra.Command {
 		SilenceErrors: true,
 		Version:       versionString(),
 	}
+	// `baton` alone, or with only serve flags, runs serve.
+	var f serveFlags
+	f.register(root.Flags())
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		return c.serve(cmd.Context(), &f, nil)
+	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(c.versionCmd())
+	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd())
+	root.AddCommand(c.adminCmd())
 	return root
 }
