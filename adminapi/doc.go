@@ -1,0 +1,9 @@
+// Package adminapi serves Baton's admin port: BAE's /admin/v1 REST API for
+// profiles, client keys, sessions and their events, the provider and MCP
+// registries, the redacted configuration and sandbox image status
+// (spec-admin §2).
+//
+// Every /admin/v1 route authenticates the admin bearer token before it
+// reads anything else, unless authentication is disabled (Options.Auth
+// nil). The port must listen on a loopback address; Open refuses any other.
+package adminapi

@@ -1,0 +1,11 @@
+// Package httpapi serves Baton's client port: BAE's REST routes under
+// /api/v1 (open, join, participants, events, close), /healthz and
+// /api/v1/meta. Each resource has its own file; later routes (/rpc, /v1)
+// register themselves in routes the same way.
+//
+// Checks run in BAE's order. Open and join read and decode the body first
+// (415, 413, 400, 422, as BAE's framework does), then authenticate the
+// client key (401), then hand over to the session service, whose coded
+// errors go through httpx's one code → status table. Session-key routes
+// parse only their query string before authenticating.
+package httpapi

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
+)
+
+// Options configure a client-port server.
+type Options struct {
+	Addr         string       // listen address, e.g. "0.0.0.0:8080" or "127.0.0.1:0"
+	Logger       *slog.Logger // nil discards
+	MaxBodyBytes int64        // request body limit; <= 0 means httpx.DefaultMaxBody
+
+	Auth     baton.Authenticator
+	Sessions baton.SessionService
+	Events   baton.EventLog
+}
+
+// Server is the client-port HTTP server. Open, URL, Shutdown and Close come
+// from the embedded httpx.Server.
+type Server struct {
+	*httpx.Server
+	opts    Options
+	log     *slog.Logger
+	handler http.Handler
+}
+
+// New returns a server for opts; it does not bind until Open.
+func New(opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: log}
+	mux := http.NewServeMux()
+	s.routes(mux)
+	s.handler = httpx.AccessLog(log, httpx.Routes(mux))
+	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
+	return s
+}
+
+// Handler returns the server's complete handler (access log included), for
+// tests and for embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes registers every client-port route.
+func (s *Server) routes(mux *http.ServeMux) {
+	mux.Handle("GET /healthz", http.HandlerFunc(healthz))
+	s.handle(mux, "GET /api/v1/meta", meta)
+	s.handle(mux, "POST /api/v1/sessions", s.openSession)
+	s.handle(mux, "POST /api/v1/sessions/{id}/join", s.joinSession)
+	s.handle(mux, "GET /api/v1/sessions/{id}/participants", s.participants)
+	s.handle(mux, "GET /api/v1/sessions/{id}/events", s.events)
+	s.handle(mux, "DELETE /api/v1/sessions/{id}", s.closeSession)
+}
+
+// handle registers h under pattern with the shared error rendering.
+func (s *Server) handle(mux *http.ServeMux, pattern string, h httpx.HandlerFunc) {
+	mux.Handle(pattern, httpx.Handle(s.log, h))
+}
+
+// clientKey authenticates r with a client key (spec-client §1.2).
+func (s *Server) clientKey(r *http.Request) (*baton.Key, error) {
+	token, err := httpx.Bearer(r)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.opts.Auth.ClientKey(r.Context(), token)
+	if baton.ErrorCode(err) == baton.ECodeUnauthorized {
+		return nil, baton.Errorf(baton.ECodeUnauthorized, "invalid client key")
+	}
+	return key, err
+}
+
+// sessionKey authenticates r with a session key bound to sessionID; an
+// unknown session is 401 like any other unmatched key.
+func (s *Server) sessionKey(r *http.Request, sessionID string) (*baton.Key, error) {
+	token, err := httpx.Bearer(r)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.opts.Auth.SessionKey(r.Context(), sessionID, token)
+	if baton.ErrorCode(err) == baton.ECodeUnauthorized {
+		return nil, baton.Errorf(baton.ECodeUnauthorized, "invalid session key")
+	}
+	return key, err
+}

@@ -1,0 +1,117 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Timeouts of every server. There is no write timeout and no read timeout
+// for the body: /rpc streams for as long as a turn runs.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+// Server serves one handler on one TCP address. Open binds and starts
+// serving; Shutdown drains; Close stops at once.
+type Server struct {
+	addr string
+	log  *slog.Logger
+	srv  *http.Server
+
+	mu   sync.Mutex
+	ln   net.Listener
+	done chan struct{} // closed when the serve goroutine returns
+}
+
+// NewServer returns a server for handler on addr ("127.0.0.1:0" picks a
+// free port; URL reports it after Open).
+func NewServer(addr string, handler http.Handler, log *slog.Logger) *Server {
+	log = logger(log)
+	return &Server{
+		addr: addr,
+		log:  log,
+		srv: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: readHeaderTimeout,
+			IdleTimeout:       idleTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+	}
+}
+
+// Open binds the address and serves in a goroutine that Shutdown or Close
+// stops.
+func (s *Server) Open(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return errors.New("server already open")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.addr, err)
+	}
+	s.ln = ln
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", slog.String("addr", ln.Addr().String()), slog.String("error", err.Error()))
+		}
+	}()
+	return nil
+}
+
+// URL returns "http://host:port" of the bound address, or "" before Open.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for the
+// active requests to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := s.opened()
+	if done == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error {
+	done := s.opened()
+	if done == nil {
+		return nil
+	}
+	err := s.srv.Close()
+	<-done
+	return err
+}
+
+// opened returns the serve goroutine's done channel, or nil before Open.
+func (s *Server) opened() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
