@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -26,13 +27,22 @@ type Event struct {
 	CreatedAt   time.Time
 }
 
-// NewEvent builds an unsaved event; payload is marshalled to JSON.
+// NewEvent builds an unsaved event; payload is marshalled to JSON without
+// HTML escaping, so stored bytes match what BAE writes.
 func NewEvent(sessionID, clientKeyID, typ string, payload any) *Event {
-	raw, err := json.Marshal(payload)
-	if err != nil {
-		raw = []byte("{}") // payloads are built from plain data; cannot fail
+	return &Event{SessionID: sessionID, ClientKeyID: clientKeyID, Type: typ, Payload: MarshalJSON(payload)}
+}
+
+// MarshalJSON encodes v without HTML escaping. Values that cannot be
+// encoded (never the plain data Baton builds) become {}.
+func MarshalJSON(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage("{}")
 	}
-	return &Event{SessionID: sessionID, ClientKeyID: clientKeyID, Type: typ, Payload: raw}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // EventLog is the durable, ordered event log.
@@ -45,6 +55,11 @@ type EventLog interface {
 	Events(ctx context.Context, sessionID string, page Page) (items []*Event, next string, err error)
 	// EventsAfter returns up to limit events of a session with Seq > after.
 	EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]*Event, error)
+	// EventsOfType returns all of a session's events of the given types.
+	EventsOfType(ctx context.Context, sessionID string, types []string) ([]*Event, error)
+	// EventSeq returns the Seq of an event of the session, or 0 when the
+	// session has no event with that id.
+	EventSeq(ctx context.Context, sessionID, eventID string) (int64, error)
 }
 
 // Stats are catalogue counts for the activity summary log.

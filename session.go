@@ -89,6 +89,8 @@ type SessionStore interface {
 	// appends ev in the same transaction. It reports false, and appends
 	// nothing, when the session was not open.
 	EndSession(ctx context.Context, id string, state SessionState, ev *Event) (bool, error)
+	// SetClientTools replaces one participant's client tools.
+	SetClientTools(ctx context.Context, id, clientKeyID string, tools []ToolDef) error
 }
 
 // OpenRequest is the body of POST /api/v1/sessions and …/join.

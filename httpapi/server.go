@@ -13,10 +13,12 @@ type Options struct {
 	Addr         string       // listen address, e.g. "0.0.0.0:8080" or "127.0.0.1:0"
 	Logger       *slog.Logger // nil discards
 	MaxBodyBytes int64        // request body limit; <= 0 means httpx.DefaultMaxBody
+	MaxRPCBytes  int64        // /rpc request limit (tool results can be large); <= 0 means DefaultMaxRPC
 
 	Auth     baton.Authenticator
 	Sessions baton.SessionService
 	Events   baton.EventLog
+	Turns    baton.TurnService // the JSON-RPC session loop
 }
 
 // Server is the client-port HTTP server. Open, URL, Shutdown and Close come
@@ -55,6 +57,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/sessions/{id}/participants", s.participants)
 	s.handle(mux, "GET /api/v1/sessions/{id}/events", s.events)
 	s.handle(mux, "DELETE /api/v1/sessions/{id}", s.closeSession)
+	mux.HandleFunc("POST /api/v1/sessions/{id}/rpc", s.rpc)
 }
 
 // handle registers h under pattern with the shared error rendering.

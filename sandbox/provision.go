@@ -7,11 +7,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/baton-engine/baton"

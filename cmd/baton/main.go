@@ -95,7 +95,7 @@ func (c *cli) rootCmd() *cobra.Command {
 		return c.serve(cmd.Context(), &f, nil)
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd())
+	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd(), c.chatCmd())
 	root.AddCommand(c.adminCmd())
 	return root
 }

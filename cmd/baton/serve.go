@@ -19,6 +19,10 @@ import (
 	"github.com/baton-engine/baton/config"
 	"github.com/baton-engine/baton/engine"
 	"github.com/baton-engine/baton/httpapi"
+	"github.com/baton-engine/baton/hub"
+	"github.com/baton-engine/baton/provider/anthropic"
+	"github.com/baton-engine/baton/provider/openai"
+	"github.com/baton-engine/baton/provider/scripted"
 	"github.com/baton-engine/baton/sandbox"
 	"github.com/baton-engine/baton/store"
 )
@@ -67,7 +71,8 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	log := newLogger(c.stderr, cfg)
 
-	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log})
+	feed := hub.New(hub.DefaultBuffer)
+	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log, OnCommit: publish(feed)})
 	if err != nil {
 		return runtimeErr(fmt.Errorf("open store: %w", err))
 	}
@@ -95,7 +100,21 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	defer authn.Close()
 
-	eng := engine.New(engine.Options{Store: db, Registry: registry, Auth: authn, Logger: log})
+	claude, gpt := anthropic.New(nil), openai.New(nil)
+	defer claude.Close()
+	defer gpt.Close()
+	eng := engine.New(engine.Options{
+		Store: db, Hub: feed, Registry: registry, Images: prov, Auth: authn, Logger: log,
+		Providers: map[string]baton.Provider{
+			baton.ProviderAnthropic: claude,
+			baton.ProviderOpenAI:    gpt,
+			baton.ProviderScripted:  scripted.New(),
+		},
+		TurnTimeout:     cfg.TurnTimeout,
+		ProviderTimeout: cfg.ProviderTimeout,
+		ProviderRetries: cfg.ProviderRetries,
+		LookupEnv:       c.lookupEnv,
+	})
 	defer eng.Close()
 
 	if dev != nil {
@@ -106,7 +125,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 
 	client := httpapi.New(httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
-		Auth: authn, Sessions: eng, Events: db,
+		Auth: authn, Sessions: eng, Events: db, Turns: eng,
 	})
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {
@@ -152,6 +171,18 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		log.Warn("shutdown did not drain in time", "err", err)
 	}
 	return nil
+}
+
+// publish hands each committed batch of events to the live feed, from the
+// store's single writer, so subscribers see every session in order.
+func publish(h *hub.Hub) func([]*baton.Event) {
+	return func(evs []*baton.Event) {
+		notices := make([]baton.Notice, len(evs))
+		for i, ev := range evs {
+			notices[i] = baton.Notice{Event: ev}
+		}
+		h.Publish(notices...)
+	}
 }
 
 // announce tells whoever started the process where it listens: the

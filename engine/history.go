@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/baton-engine/baton"
+)
+
+// block is a content block decoded just far enough to route it; Raw keeps
+// the original bytes so unknown fields travel untouched.
+type block struct {
+	Type      string          `json:"type"`
+	ID        *string         `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Dispatch  string          `json:"dispatch,omitempty"`
+	Raw       json.RawMessage `json:"-"`
+}
+
+// blocks decodes content as a block array; a string or anything else is
+// not an array and yields ok=false.
+func blocks(content json.RawMessage) ([]block, bool) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(content, &raws); err != nil {
+		return nil, false
+	}
+	out := make([]block, 0, len(raws))
+	for _, r := range raws {
+		var b block
+		_ = json.Unmarshal(r, &b) // non-objects stay typeless and are carried as Raw
+		b.Raw = r
+		out = append(out, b)
+	}
+	return out, true
+}
+
+// toolUse is one tool_use block of an assistant message.
+type toolUse struct {
+	ID    string
+	Name  string
+	Input json.RawMessage
+}
+
+// toolUses returns the tool_use blocks (with a string name) of content.
+func toolUses(content json.RawMessage) []toolUse {
+	bs, _ := blocks(content)
+	var out []toolUse
+	for _, b := range bs {
+		if b.Type != "tool_use" || b.Name == "" {
+			continue
+		}
+		tu := toolUse{Name: b.Name, Input: b.Input}
+		if b.ID != nil {
+			tu.ID = *b.ID
+		}
+		if len(tu.Input) == 0 || string(tu.Input) == "null" {
+			tu.Input = json.RawMessage(`{}`)
+		}
+		out = append(out, tu)
+	}
+	return out
+}
+
+// toolResult builds a server-produced tool_result block.
+func toolResult(id string, content json.RawMessage, isError bool) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Type      string          `json:"type"`
+		ToolUseID string          `json:"tool_use_id"`
+		Content   json.RawMessage `json:"content"`
+		IsError   bool            `json:"is_error"`
+	}{"tool_result", id, content, isError})
+	return b
+}
+
+// textContent is a one-text-block content array.
+func textContent(text string) json.RawMessage {
+	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	return b
+}
+
+// setKey returns obj (a JSON object) with key set to value, or removed
+// when value is nil. Non-objects are returned unchanged.
+func setKey(obj json.RawMessage, key string, value any) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || m == nil {
+		return obj
+	}
+	if value == nil {
+		if _, ok := m[key]; !ok {
+			return obj
+		}
+		delete(m, key)
+	} else {
+		v, _ := json.Marshal(value)
+		m[key] = v
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// mapToolUses rewrites every tool_use block of content with f.
+func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.RawMessage {
+	bs, ok := blocks(content)
+	if !ok {
+		return content
+	}
+	out := make([]json.RawMessage, len(bs))
+	changed := false
+	for i, b := range bs {
+		out[i] = b.Raw
+		if b.Type == "tool_use" {
+			out[i] = f(b)
+			changed = true
+		}
+	}
+	if !changed {
+		return content
+	}
+	raw, _ := json.Marshal(out)
+	return raw
+}
+
+// stripDispatch removes Baton's routing keys from tool_use blocks before
+// content goes to a provider.
+func stripDispatch(content json.RawMessage) json.RawMessage {
+	return mapToolUses(content, func(b block) json.RawMessage {
+		return setKey(setKey(b.Raw, "dispatch", nil), "caller", nil)
+	})
+}
+
+// transcript rebuilds the conversation from a session's log: client and
+// server messages, and every server-side tool round (which BAE forgets).
+// It also reports a paused turn when the log ends in one.
+type transcript struct {
+	messages []baton.Message
+	paused   *parked // non-nil when the log ends in a paused turn
+}
+
+// rebuild folds the events of types transcriptTypes, in order.
+func rebuild(events []*baton.Event) transcript {
+	var (
+		tr        transcript
+		assistant json.RawMessage   // content of the latest successful provider response
+		results   []json.RawMessage // server tool results since then
+	)
+	for _, ev := range events {
+		switch ev.Type {
+		case baton.EventClientMessage:
+			var m baton.Message
+			if json.Unmarshal(ev.Payload, &m) != nil {
+				continue
+			}
+			if m.Role == "" {
+				m.Role = "user"
+			}
+			assistant, results = nil, nil // an unfinished round is dropped
+			tr.paused = nil
+			tr.messages = append(tr.messages, m)
+		case baton.EventProviderResp:
+			var p struct {
+				OK      bool            `json:"ok"`
+				Content json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(ev.Payload, &p) != nil || !p.OK || p.Content == nil {
+				continue
+			}
+			if assistant != nil && len(results) > 0 {
+				tr.messages = append(tr.messages, baton.Message{Role: "assistant", Content: assistant}, userResults(results))
+			}
+			assistant, results = p.Content, nil
+		case baton.EventToolResult:
+			var p struct {
+				ToolUseID string          `json:"tool_use_id"`
+				Dispatch  string          `json:"dispatch"`
+				IsError   bool            `json:"is_error"`
+				Content   json.RawMessage `json:"content"`
+			}
+			if json.Unmarshal(ev.Payload, &p) != nil || p.Dispatch == dispatchClient {
+				continue
+			}
+			results = append(results, toolResult(p.ToolUseID, p.Content, p.IsError))
+		case baton.EventServerMessage:
+			var m baton.Message
+			if json.Unmarshal(ev.Payload, &m) != nil {
+				continue
+			}
+			tr.messages = append(tr.messages, baton.Message{Role: "assistant", Content: m.Content})
+			tr.paused = nil
+			if uses := toolUses(m.Content); len(uses) > 0 && hasDispatch(m.Content) {
+				tr.paused = &parked{owner: ev.ClientKeyID, since: ev.CreatedAt, toolUses: uses, serverResults: results}
+			}
+			assistant, results = nil, nil
+		}
+	}
+	return tr
+}
+
+// transcriptTypes are the event types rebuild reads.
+var transcriptTypes = []string{baton.EventClientMessage, baton.EventProviderResp, baton.EventToolResult, baton.EventServerMessage}
+
+func userResults(results []json.RawMessage) baton.Message {
+	raw, _ := json.Marshal(results)
+	return baton.Message{Role: "user", Content: raw}
+}
+
+// hasDispatch reports whether any tool_use block carries a dispatch tag,
+// which the server only adds to paused turns.
+func hasDispatch(content json.RawMessage) bool {
+	bs, _ := blocks(content)
+	for _, b := range bs {
+		if b.Type == "tool_use" && b.Dispatch != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// forProvider returns the history as a provider should see it: dispatch
+// tags stripped and consecutive messages of one role merged (a cancelled
+// or failed turn can leave two user messages in a row).
+func forProvider(history []baton.Message) []baton.Message {
+	out := make([]baton.Message, 0, len(history))
+	for _, m := range history {
+		m.Content = stripDispatch(m.Content)
+		if n := len(out); n > 0 && out[n-1].Role == m.Role {
+			out[n-1].Content = concatContent(out[n-1].Content, m.Content)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// concatContent joins two contents as one block array.
+func concatContent(a, b json.RawMessage) json.RawMessage {
+	var all []json.RawMessage
+	for _, c := range []json.RawMessage{a, b} {
+		if bs, ok := blocks(c); ok {
+			for _, x := range bs {
+				all = append(all, x.Raw)
+			}
+			continue
+		}
+		var s string
+		if json.Unmarshal(c, &s) == nil && s != "" {
+			all = append(all, mustJSON(map[string]string{"type": "text", "text": s}))
+		}
+	}
+	if all == nil {
+		all = []json.RawMessage{}
+	}
+	return mustJSON(all)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("engine: marshal %T: %v", v, err)) // only plain data is marshalled
+	}
+	return b
+}

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// abandonedText is the content of a synthesized result for a client tool
+// call whose turn was abandoned or cancelled.
+const abandonedText = "Client tool call was abandoned before returning a result."
+
+// mergeError is a resume that cannot be merged (spec-client §8).
+type mergeError string
+
+func (e mergeError) Error() string { return string(e) }
+
+// resumeContent builds the user content that continues a paused turn
+// (spec-client §8): strict merge, or abandonment synthesis when the turn
+// was reclaimed after its deadline, cancelled, or given up voluntarily by
+// its owner.
+func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bool) (json.RawMessage, error) {
+	if role != "user" {
+		return nil, mergeError(fmt.Sprintf("paused tool continuation must have role \"user\", got %q", role))
+	}
+	if reclaimed || voluntary(content) {
+		return abandon(p, content)
+	}
+	return strictMerge(p, content)
+}
+
+// voluntary reports whether the owner sent a plain message instead of tool
+// results: a non-empty string, or a non-empty array without tool_result.
+func voluntary(content json.RawMessage) bool {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s != ""
+	}
+	bs, ok := blocks(content)
+	if !ok || len(bs) == 0 {
+		return false
+	}
+	for _, b := range bs {
+		if b.Type == "tool_result" {
+			return false
+		}
+	}
+	return true
+}
+
+// abandon synthesizes error results for unanswered client calls, appends
+// the incoming content, and strict-merges the lot with the server results.
+func abandon(p *parked, content json.RawMessage) (json.RawMessage, error) {
+	server := make(map[string]bool, len(p.serverResults))
+	for _, r := range p.serverResults {
+		var b block
+		_ = json.Unmarshal(r, &b)
+		server[b.ToolUseID] = true
+	}
+	var out []json.RawMessage
+	for _, tu := range p.toolUses {
+		if !server[tu.ID] {
+			out = append(out, toolResult(tu.ID, mustJSON(abandonedText), true))
+		}
+	}
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		if s != "" {
+			out = append(out, mustJSON(map[string]string{"type": "text", "text": s}))
+		}
+	} else if bs, ok := blocks(content); ok {
+		for _, b := range bs {
+			if b.Type == "tool_result" {
+				return nil, mergeError("timed-out replacement message must not contain tool_result blocks")
+			}
+			out = append(out, b.Raw)
+		}
+	} else {
+		return nil, mergeError("timed-out replacement message must be a string or an array of content blocks")
+	}
+	return strictMerge(p, mustJSON(out))
+}
+
+// strictMerge returns one result per paused tool_use id, in assistant
+// order (server results win), followed by the client's other blocks.
+func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
+	if len(p.toolUses) == 0 {
+		return nil, mergeError("paused assistant turn has no tool_use ids")
+	}
+	expected := make(map[string]bool, len(p.toolUses))
+	for _, tu := range p.toolUses {
+		if expected[tu.ID] {
+			return nil, mergeError(fmt.Sprintf("paused assistant turn has a duplicate tool_use id %q", tu.ID))
+		}
+		expected[tu.ID] = true
+	}
+	server := make(map[string]json.RawMessage, len(p.serverResults))
+	for _, r := range p.serverResults {
+		var b block
+		_ = json.Unmarshal(r, &b)
+		if _, dup := server[b.ToolUseID]; dup {
+			return nil, mergeError(fmt.Sprintf("duplicate server tool_result for id %q", b.ToolUseID))
+		}
+		if !expected[b.ToolUseID] {
+			return nil, mergeError(fmt.Sprintf("tool_result id %q is not in the paused assistant turn", b.ToolUseID))
+		}
+		server[b.ToolUseID] = r
+	}
+	client := map[string]json.RawMessage{}
+	var extras []json.RawMessage
+	bs, _ := blocks(content) // a non-array is treated as empty
+	for _, b := range bs {
+		if b.Type != "tool_result" {
+			extras = append(extras, b.Raw)
+			continue
+		}
+		if _, ok := server[b.ToolUseID]; ok {
+			continue // the server's own result wins
+		}
+		if _, dup := client[b.ToolUseID]; dup {
+			return nil, mergeError(fmt.Sprintf("client returned a duplicate tool_result for id %q", b.ToolUseID))
+		}
+		if !expected[b.ToolUseID] {
+			return nil, mergeError(fmt.Sprintf("tool_result id %q is not in the paused assistant turn", b.ToolUseID))
+		}
+		client[b.ToolUseID] = b.Raw
+	}
+	out := make([]json.RawMessage, 0, len(p.toolUses)+len(extras))
+	for _, tu := range p.toolUses {
+		if r, ok := server[tu.ID]; ok {
+			out = append(out, r)
+		} else if r, ok := client[tu.ID]; ok {
+			out = append(out, r)
+		} else {
+			return nil, mergeError(fmt.Sprintf("no tool_result for tool_use id %q", tu.ID))
+		}
+	}
+	return mustJSON(append(out, extras...)), nil
+}

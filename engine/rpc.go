@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/baton-engine/baton"
+)
+
+// openSession reads the session and enforces the S gate.
+func (e *Engine) openSession(ctx context.Context, id string) (*baton.Session, error) {
+	s, err := e.store.Session(ctx, id)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "session no longer exists")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.State != baton.StateOpen {
+		return nil, baton.Errorf(baton.ECodeNotOpen, "session is %s, not open", s.State)
+	}
+	return s, nil
+}
+
+// driverGate enforces the D gate for method.
+func (e *Engine) driverGate(key *baton.Key, method string) (*actor, error) {
+	a := e.actorFor(key.Name)
+	if !a.isDriver(key.ClientID) {
+		return nil, baton.Errorf(baton.ECodeNotDriver, "call session.registerDriver before %s", method)
+	}
+	return a, nil
+}
+
+// RegisterDriver registers the caller as a driver of its session
+// (spec-client §5.1). Only the first registration of a key logs events.
+func (e *Engine) RegisterDriver(ctx context.Context, key *baton.Key) error {
+	s, err := e.openSession(ctx, key.Name)
+	if err != nil {
+		return err
+	}
+	a := e.actorFor(s.ID)
+	a.mu.Lock()
+	_, known := a.drivers[key.ClientID]
+	if !known {
+		a.drivers[key.ClientID] = struct{}{}
+	}
+	a.mu.Unlock()
+	if known {
+		return nil
+	}
+	evs := []*baton.Event{baton.NewEvent(s.ID, key.ClientID, baton.EventDriverRegister, struct{}{})}
+	if prof, err := e.store.Profile(ctx, s.ProfileID); err == nil && len(prof.AvailableSandboxes) > 0 {
+		evs = append(evs, baton.NewEvent(s.ID, key.ClientID, baton.EventSandboxAvail, map[string]any{"images": e.imageStatus(prof)}))
+	}
+	return e.store.Append(ctx, evs...)
+}
+
+// imageStatus lists a profile's images in its declared order with their
+// provisioning status (pending when unknown).
+func (e *Engine) imageStatus(p *baton.Profile) []baton.ImageStatus {
+	known := map[string]baton.ImageStatus{}
+	if e.images != nil {
+		for _, st := range e.images.Images(p.ID) {
+			known[st.Name] = st
+		}
+	}
+	out := make([]baton.ImageStatus, 0, len(p.AvailableSandboxes))
+	for _, img := range p.AvailableSandboxes {
+		st, ok := known[img]
+		if !ok {
+			st = baton.ImageStatus{Name: img, Status: baton.ImagePending}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// SendMessage queues a turn on the session's gate (spec-client §5.2). The
+// turn runs on the engine's goroutine; the returned Turn lets the caller
+// watch it.
+func (e *Engine) SendMessage(ctx context.Context, key *baton.Key, message json.RawMessage, opts baton.SendOptions) (*baton.Turn, error) {
+	a, err := e.driverGate(key, "session.sendMessage")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.openSession(ctx, key.Name); err != nil {
+		return nil, err
+	}
+	msg, err := parseMessage(message)
+	if err != nil {
+		return nil, err
+	}
+	t := &turnRun{
+		key: key, actor: key.ClientID, msg: msg, opts: opts,
+		started: make(chan struct{}), done: make(chan struct{}),
+	}
+	t.ctx, t.cancel = context.WithCancel(e.turnCtx)
+	if err := a.admit(ctx, t); err != nil {
+		t.cancel()
+		return nil, err
+	}
+	return &baton.Turn{
+		Started: t.started,
+		Sub: func() baton.Subscription {
+			if t.sub == nil {
+				return nil
+			}
+			return t.sub
+		},
+		Own:    func(ev *baton.Event) bool { return t.own[ev.ID] },
+		Done:   t.done,
+		Result: func() *baton.TurnResult { return t.result },
+	}, nil
+}
+
+// CancelTurn stops the session's running turn, or gives up its paused
+// turn so the next message continues it with error results for the
+// pending client calls (Baton extension).
+func (e *Engine) CancelTurn(ctx context.Context, key *baton.Key) error {
+	a, err := e.driverGate(key, "session.cancelTurn")
+	if err != nil {
+		return err
+	}
+	state, ok := a.cancel()
+	if !ok {
+		return baton.Errorf(baton.ECodeNoTurn, "no turn is running or paused in this session")
+	}
+	e.log.Info("turn cancelled", "session_id", key.Name, "by", key.ClientID, "state", state)
+	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, baton.EventTurnCancel, map[string]any{"state": state}))
+}
+
+// UpdateClientTools replaces the caller's client tools (spec-client §5.5);
+// they take effect from its next turn.
+func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json.RawMessage) error {
+	if _, err := e.driverGate(key, "session.updateClientTools"); err != nil {
+		return err
+	}
+	s, err := e.openSession(ctx, key.Name)
+	if err != nil {
+		return err
+	}
+	if raw == nil {
+		return baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "tools"`)
+	}
+	var tools []baton.ToolDef
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return baton.Errorf(baton.ECodeInvalidParams, "Invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	for i := range tools {
+		if strings.TrimSpace(tools[i].Name) == "" {
+			return baton.Errorf(baton.ECodeInvalidParams, `Invalid params: every tool requires a non-empty "name"`)
+		}
+		if len(tools[i].InputSchema) == 0 || string(tools[i].InputSchema) == "null" {
+			tools[i].InputSchema = json.RawMessage(`{}`)
+		}
+	}
+	prof, err := e.store.Profile(ctx, s.ProfileID)
+	if err != nil {
+		return baton.Errorf(baton.ECodeInternal, "Internal error")
+	}
+	for _, t := range tools {
+		if t.Name == reservedToolName {
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: %s is reserved", reservedToolName)
+		}
+	}
+	for _, t := range tools {
+		if !prof.Allows(t.Name) {
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name)
+		}
+	}
+	return e.store.SetClientTools(ctx, s.ID, key.ClientID, tools)
+}
+
+// Unsubscribe ends every session.subscribe stream of the session.
+func (e *Engine) Unsubscribe(_ context.Context, key *baton.Key) error {
+	e.hub.End(key.Name, baton.SubObserver)
+	return nil
+}
+
+// replayChunk is how many events a replay reads at a time.
+const replayChunk = 200
+
+// Subscribe opens a session.subscribe feed (spec-client §9): it
+// subscribes to the live feed first, then replays what followed
+// sinceEventID, then goes live without a gap or a duplicate at the seam.
+// On a session that is not open it replays and then ends.
+func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID string, deltas bool) (*baton.Feed, error) {
+	id := key.Name
+	sub := e.hub.Subscribe(id, baton.SubObserver)
+	s, err := e.store.Session(ctx, id)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	var (
+		last      int64 // highest seq delivered
+		replaying = sinceEventID != ""
+		buf       []*baton.Event
+		ended     = s.State != baton.StateOpen
+		closed    = ended
+	)
+	if replaying {
+		if last, err = e.store.EventSeq(ctx, id, sinceEventID); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	next := func(ctx context.Context) (*baton.Notice, error) {
+		for replaying {
+			if len(buf) > 0 {
+				ev := buf[0]
+				buf = buf[1:]
+				last = ev.Seq
+				return &baton.Notice{Event: ev}, nil
+			}
+			evs, err := e.store.EventsAfter(ctx, id, last, replayChunk)
+			if err != nil {
+				return nil, baton.Errorf(baton.ECodeSessionFailed, "replay failed")
+			}
+			if len(evs) == 0 {
+				replaying = false
+			}
+			buf = evs
+		}
+		if ended {
+			return nil, nil
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case n, ok := <-sub.C():
+				if !ok {
+					if err := sub.Err(); err != nil {
+						return nil, err
+					}
+					if s, err := e.store.Session(context.WithoutCancel(ctx), id); err == nil && s.State != baton.StateOpen {
+						closed = true
+					}
+					return nil, nil
+				}
+				if n.Delta != nil {
+					if deltas {
+						return &n, nil
+					}
+					continue
+				}
+				if n.Event.Seq <= last {
+					continue // already replayed
+				}
+				last = n.Event.Seq
+				return &n, nil
+			}
+		}
+	}
+	return &baton.Feed{Next: next, Closed: func() bool { return closed }, Close: sub.Close}, nil
+}
+
+// parseMessage validates sendMessage's message param:
+// {role?: string, content: any JSON}; role defaults to "user".
+func parseMessage(raw json.RawMessage) (baton.Message, error) {
+	if raw == nil {
+		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "message"`)
+	}
+	var m struct {
+		Role    *string         `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, "Invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if m.Content == nil {
+		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing field "content"`)
+	}
+	msg := baton.Message{Role: "user", Content: m.Content}
+	if m.Role != nil {
+		msg.Role = *m.Role
+	}
+	return msg, nil
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/baton-engine/baton"
+)
+
+// toolset is what one turn advertises and how it routes each name: the
+// acting driver's client, sandbox and subagent tools (spec-engine §1, §3).
+// Every advertised name belongs to exactly one dispatcher.
+type toolset struct {
+	defs     []json.RawMessage
+	client   map[string]bool
+	sandbox  map[string]bool
+	subagent map[string]bool
+}
+
+// toolsFor snapshots the acting client key's tools at the start of a turn.
+func toolsFor(s *baton.Session, acting string) *toolset {
+	ts := &toolset{client: map[string]bool{}, sandbox: map[string]bool{}, subagent: map[string]bool{}}
+	add := func(name string, desc *string, schema json.RawMessage) {
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{}`)
+		}
+		ts.defs = append(ts.defs, mustJSON(struct {
+			Name        string          `json:"name"`
+			Description *string         `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}{name, desc, schema}))
+	}
+	for _, t := range s.ClientTools[acting] {
+		ts.client[t.Name] = true
+		add(t.Name, t.Description, t.InputSchema)
+	}
+	for _, t := range s.SandboxTools[acting] {
+		ts.sandbox[t.Name] = true
+		add(t.Name, t.Description, t.InputSchema)
+	}
+	for _, t := range s.SubagentTools[acting] {
+		ts.subagent[t.Name] = true
+		add(t.Name, t.Description, t.InputSchema)
+	}
+	return ts
+}
+
+// classify routes a tool name; the first match wins, and anything unknown
+// goes to MCP, which answers with an error result when nobody serves it.
+func (ts *toolset) classify(name string) string {
+	switch {
+	case ts.client[name]:
+		return dispatchClient
+	case ts.sandbox[name]:
+		return dispatchSandbox
+	case ts.subagent[name] || name == reservedToolName:
+		return dispatchSubagent
+	}
+	return dispatchMCP
+}

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/baton-engine/baton"
+)
+
+// Dispatch tags: where a tool call is executed.
+const (
+	dispatchClient   = "client"
+	dispatchSandbox  = "sandbox"
+	dispatchSubagent = "subagent"
+	dispatchMCP      = "mcp"
+)
+
+// unavailableText is the assistant reply of a turn whose providers failed.
+const unavailableText = "The provider is currently unavailable."
+
+// cancelledText is the assistant reply of a cancelled turn.
+const cancelledText = "The turn was cancelled."
+
+// turnCtx carries one running turn: its events, in order, and the write
+// context that outlives a cancelled turn.
+type turnCtx struct {
+	e      *Engine
+	a      *actor
+	t      *turnRun
+	wctx   context.Context // for writes: ends only at engine shutdown
+	events []*baton.Event
+}
+
+// errLoop is how persistence failures inside a turn reach the client.
+var errLoop = baton.Errorf(baton.ECodeSessionFailed, "session loop failed")
+
+// emit appends events and records them as this request's.
+func (tc *turnCtx) emit(evs ...*baton.Event) error {
+	if err := tc.e.store.Append(tc.wctx, evs...); err != nil {
+		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
+		return errLoop
+	}
+	tc.events = append(tc.events, evs...)
+	return nil
+}
+
+// fail moves the session to error with a session.error event, as the
+// failure outcomes do, and returns the unavailable reply.
+func (tc *turnCtx) fail(payload map[string]any) *baton.TurnResult {
+	ev := baton.NewEvent(tc.a.id, tc.t.actor, baton.EventSessionError, payload)
+	ended, err := tc.e.store.EndSession(tc.wctx, tc.a.id, baton.StateError, ev)
+	if err != nil {
+		return &baton.TurnResult{Err: errLoop}
+	}
+	if ended {
+		tc.events = append(tc.events, ev)
+		tc.e.log.Warn("session failed", "session_id", tc.a.id, "reason", payload["reason"])
+	}
+	return tc.reply(unavailableText)
+}
+
+func (tc *turnCtx) reply(text string) *baton.TurnResult {
+	return &baton.TurnResult{
+		Message: baton.Message{Role: "assistant", Content: textContent(text)},
+		Events:  tc.events,
+	}
+}
+
+// runTurn runs t to its end and hands the gate on.
+func (e *Engine) runTurn(a *actor, t *turnRun) {
+	tc := &turnCtx{e: e, a: a, t: t, wctx: e.ctx}
+	res, p := tc.run()
+	if t.sub == nil { // never started: nothing to deliver to
+		res.Events = tc.events
+	}
+	a.finish(t, p)
+	t.finishWith(res)
+}
+
+// run is the turn: spec-client §5.2 steps 5–11 and spec-engine §1.
+func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
+	e, t, id := tc.e, tc.t, tc.a.id
+	s, err := e.store.Session(tc.wctx, id)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		return &baton.TurnResult{Err: baton.Errorf(baton.ECodeSessionFailed, "session no longer exists")}, nil
+	} else if err != nil {
+		return &baton.TurnResult{Err: errLoop}, nil
+	}
+	if s.State != baton.StateOpen {
+		return &baton.TurnResult{Err: baton.Errorf(baton.ECodeNotOpen, "session is %s, not open", s.State)}, nil
+	}
+
+	content := t.msg.Content
+	if r := t.resume; r != nil && t.reclaimed && !r.cancelled {
+		// Logged before the caller's stream starts: it is in neither the
+		// stream nor the result (as in BAE).
+		ev := baton.NewEvent(id, r.owner, baton.EventSessionError, map[string]any{
+			"reason": "driver_turn_abandoned", "owner_client_key_id": r.owner,
+		})
+		if err := e.store.Append(tc.wctx, ev); err != nil {
+			return &baton.TurnResult{Err: errLoop}, nil
+		}
+	}
+	t.sub = e.hub.Subscribe(id, baton.SubTurn)
+	t.own = map[string]bool{}
+	if r := t.resume; r != nil {
+		merged, err := resumeContent(r, t.msg.Role, t.msg.Content, t.reclaimed)
+		if err != nil {
+			close(t.started)
+			ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{
+				"reason": "tool_result_merge_invalid", "detail": err.Error(),
+			})
+			if _, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev); err != nil {
+				return &baton.TurnResult{Err: errLoop}, nil
+			}
+			return &baton.TurnResult{Err: baton.Errorf(baton.ECodeMergeInvalid, "tool result merge invalid: %s", err)}, nil
+		}
+		content = merged
+	}
+
+	// The caller's own message and client tool results: skipped by its
+	// stream, first in its result.
+	own := []*baton.Event{baton.NewEvent(id, t.actor, baton.EventClientMessage, baton.Message{Role: t.msg.Role, Content: content})}
+	serverIDs := map[string]bool{}
+	if t.resume != nil {
+		for _, r := range t.resume.serverResults {
+			var b block
+			_ = json.Unmarshal(r, &b)
+			serverIDs[b.ToolUseID] = true
+		}
+	}
+	if bs, ok := blocks(content); ok {
+		for _, b := range bs {
+			if b.Type == "tool_result" && !serverIDs[b.ToolUseID] {
+				own = append(own, baton.NewEvent(id, t.actor, baton.EventToolResult, map[string]any{
+					"tool_use_id": b.ToolUseID, "dispatch": dispatchClient, "content": b.Content,
+				}))
+			}
+		}
+	}
+	for _, ev := range own {
+		ev.ID = baton.NewID(baton.PrefixEvent)
+		t.own[ev.ID] = true
+	}
+	close(t.started)
+	if err := tc.emit(own...); err != nil {
+		return &baton.TurnResult{Err: err}, nil
+	}
+
+	prof, err := e.store.Profile(tc.wctx, s.ProfileID)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{"reason": "profile_unavailable", "profile_id": s.ProfileID})
+		if _, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev); err != nil {
+			return &baton.TurnResult{Err: errLoop}, nil
+		}
+		return &baton.TurnResult{Err: baton.Errorf(baton.ECodeSessionFailed,
+			"profile_unavailable: the profile bound to this session is no longer available")}, nil
+	} else if err != nil {
+		return &baton.TurnResult{Err: errLoop}, nil
+	}
+	evs, err := e.store.EventsOfType(tc.wctx, id, transcriptTypes)
+	if err != nil {
+		return &baton.TurnResult{Err: errLoop}, nil
+	}
+	history := rebuild(evs).messages
+	tools := toolsFor(s, t.actor)
+	return tc.loop(prof, history, tools)
+}
+
+// loop runs provider iterations until the model stops calling server
+// tools, a client tool pauses the turn, or the iteration cap is hit.
+func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, tools *toolset) (*baton.TurnResult, *parked) {
+	t, id := tc.t, tc.a.id
+	for iter := 0; iter < prof.Iterations(); iter++ {
+		content, res := tc.callProviders(prof, history, tools.defs)
+		if res != nil {
+			return res, nil
+		}
+		uses := toolUses(content)
+		if len(uses) == 0 {
+			msg := baton.Message{Role: "assistant", Content: content}
+			if err := tc.emit(baton.NewEvent(id, t.actor, baton.EventServerMessage, msg)); err != nil {
+				return &baton.TurnResult{Err: err}, nil
+			}
+			return &baton.TurnResult{Message: msg, Events: tc.events}, nil
+		}
+		kinds := make([]string, len(uses))
+		calls := make([]*baton.Event, len(uses))
+		paused := false
+		for i, u := range uses {
+			kinds[i] = tools.classify(u.Name)
+			p := map[string]any{"id": u.ID, "name": u.Name, "input": u.Input, "dispatch": kinds[i]}
+			if kinds[i] == dispatchMCP {
+				p["server_name"] = nil
+			}
+			calls[i] = baton.NewEvent(id, t.actor, baton.EventToolCall, p)
+			paused = paused || kinds[i] == dispatchClient
+		}
+		if err := tc.emit(calls...); err != nil {
+			return &baton.TurnResult{Err: err}, nil
+		}
+		var results []json.RawMessage
+		for i, u := range uses {
+			if kinds[i] == dispatchClient {
+				continue
+			}
+			r, err := tc.dispatch(kinds[i], u)
+			if err != nil {
+				return &baton.TurnResult{Err: err}, nil
+			}
+			results = append(results, r)
+		}
+		if t.ctx.Err() != nil {
+			return tc.reply(cancelledText), nil
+		}
+		if paused {
+			tagged := tagDispatch(content, uses, kinds)
+			msg := baton.Message{Role: "assistant", Content: tagged}
+			ev := baton.NewEvent(id, t.actor, baton.EventServerMessage, msg)
+			if err := tc.emit(ev); err != nil {
+				return &baton.TurnResult{Err: err}, nil
+			}
+			p := &parked{owner: t.actor, since: ev.CreatedAt, toolUses: uses, serverResults: results}
+			return &baton.TurnResult{Message: msg, Events: tc.events}, p
+		}
+		history = append(history,
+			baton.Message{Role: "assistant", Content: content},
+			userResults(results))
+	}
+	return tc.fail(map[string]any{"reason": "loop_limit", "max_iterations": prof.Iterations()}), nil
+}
+
+// tagDispatch adds each tool_use block's dispatch tag to content.
+func tagDispatch(content json.RawMessage, uses []toolUse, kinds []string) json.RawMessage {
+	byID := make(map[string]string, len(uses))
+	for i, u := range uses {
+		byID[u.ID] = kinds[i]
+	}
+	i := 0
+	return mapToolUses(content, func(b block) json.RawMessage {
+		kind := dispatchMCP
+		if b.ID != nil {
+			if k, ok := byID[*b.ID]; ok {
+				kind = k
+			}
+		} else if i < len(kinds) {
+			kind = kinds[i]
+		}
+		i++
+		return setKey(b.Raw, "dispatch", kind)
+	})
+}
+
+// isCancelled reports whether err comes from the turn being cancelled.
+func (tc *turnCtx) isCancelled(err error) bool {
+	return tc.t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}

@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/wire"
+)
+
+// DefaultMaxRPC is the default size limit of one /rpc request: 8 MiB.
+const DefaultMaxRPC = 8 << 20
+
+// rpc serves POST /api/v1/sessions/{id}/rpc: one JSON-RPC request in, an
+// NDJSON stream out (spec-client §4). After authentication the status is
+// always 200 and every outcome is a frame.
+func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
+	key, err := s.sessionKey(r, r.PathValue("id"))
+	if err != nil {
+		httpx.WriteError(w, r, s.log, err)
+		return
+	}
+	limit := s.opts.MaxRPCBytes
+	if limit <= 0 {
+		limit = DefaultMaxRPC
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	out := newStream(w)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			out.frame(wire.ErrorFrame(nil, &wire.Error{Code: wire.CodeInvalidRequest, Message: "Invalid Request: request body is too large"}))
+		}
+		return
+	}
+	req, perr := wire.Parse(body)
+	switch {
+	case perr != nil && req == nil:
+		out.frame(wire.ErrorFrame(nil, perr))
+		return
+	case perr != nil:
+		if !req.Notification() {
+			out.frame(wire.ErrorFrame(req.ID, perr))
+		}
+		return
+	}
+	c := &call{s: s, key: key, req: req, out: out, ctx: r.Context()}
+	switch req.Method {
+	case "session.registerDriver":
+		c.reply(map[string]bool{"registered": true}, s.opts.Turns.RegisterDriver(c.ctx, key))
+	case "session.sendMessage":
+		c.sendMessage()
+	case "session.subscribe":
+		c.subscribe()
+	case "session.unsubscribe":
+		c.reply(map[string]bool{"unsubscribed": true}, s.opts.Turns.Unsubscribe(c.ctx, key))
+	case "session.updateClientTools":
+		c.reply(map[string]bool{"updated": true}, s.opts.Turns.UpdateClientTools(c.ctx, key, wire.Param(req.Params, "tools")))
+	case "session.cancelTurn":
+		c.reply(map[string]bool{"cancelled": true}, s.opts.Turns.CancelTurn(c.ctx, key))
+	default:
+		c.fail(&wire.Error{Code: wire.CodeMethodNotFound, Message: "Method not found: " + req.Method})
+	}
+}
+
+// call is one JSON-RPC request being answered.
+type call struct {
+	s   *Server
+	key *baton.Key
+	req *wire.Request
+	out *stream
+	ctx context.Context
+}
+
+// reply writes the terminal frame for a single-response method: the result,
+// or the error err maps to. Notifications get no terminal frame.
+func (c *call) reply(result any, err error) {
+	if err != nil {
+		c.fail(c.rpcError(err))
+		return
+	}
+	if c.req.Notification() {
+		return
+	}
+	b, err := wire.Result(c.req.ID, result)
+	if err != nil {
+		c.fail(c.rpcError(err))
+		return
+	}
+	c.out.frame(b)
+}
+
+// fail writes an error frame unless the request is a notification.
+func (c *call) fail(e *wire.Error) {
+	if !c.req.Notification() {
+		c.out.frame(wire.ErrorFrame(c.req.ID, e))
+	}
+}
+
+// rpcError maps err through the transport's table, logging internal
+// errors with the request id.
+func (c *call) rpcError(err error) *wire.Error {
+	if baton.ErrorCode(err) == baton.ECodeInternal {
+		c.s.log.Error("rpc failed", "method", c.req.Method, "request_id", httpx.RequestID(c.ctx), "err", err)
+	}
+	return wire.FromError(err)
+}
+
+// sendMessage streams the turn's live events (minus the caller's own
+// message) and then the terminal {message, events}. The turn belongs to the
+// session: if the client goes away, the turn goes on without it.
+func (c *call) sendMessage() {
+	var deltas bool
+	_ = json.Unmarshal(wire.Param(c.req.Params, "stream_deltas"), &deltas)
+	turn, err := c.s.opts.Turns.SendMessage(c.ctx, c.key, wire.Param(c.req.Params, "message"), baton.SendOptions{StreamDeltas: deltas})
+	if err != nil {
+		c.fail(c.rpcError(err))
+		return
+	}
+	select {
+	case <-turn.Started:
+	case <-c.ctx.Done():
+		return
+	}
+	sub := turn.Sub()
+	if sub != nil {
+		defer sub.Close()
+		if !c.forward(sub, turn, deltas) {
+			return
+		}
+	} else {
+		<-turn.Done
+	}
+	res := turn.Result()
+	if res.Err != nil {
+		c.fail(c.rpcError(res.Err))
+		return
+	}
+	c.reply(struct {
+		Message baton.Message    `json:"message"`
+		Events  []wire.EventView `json:"events"`
+	}{res.Message, wire.Views(res.Events)}, nil)
+}
+
+// forward relays the caller's feed until the turn is done. It returns false
+// when the stream ended early (client gone, lagged).
+func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bool {
+	feed := sub.C()
+	for {
+		select {
+		case n, ok := <-feed:
+			if !ok {
+				if errors.Is(sub.Err(), baton.ErrLagged) {
+					c.out.frame(wire.Lagged())
+					return false
+				}
+				feed = nil // session closed: wait for the turn's end
+				continue
+			}
+			if !c.notice(n, turn.Own, deltas) {
+				return false
+			}
+		case <-turn.Done:
+			for { // everything the turn committed is already queued
+				select {
+				case n, ok := <-feed:
+					if !ok {
+						return true
+					}
+					if !c.notice(n, turn.Own, deltas) {
+						return false
+					}
+				default:
+					return true
+				}
+			}
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+// notice writes one live notice; skip filters the caller's own events.
+func (c *call) notice(n baton.Notice, skip func(*baton.Event) bool, deltas bool) bool {
+	switch {
+	case n.Event != nil:
+		if skip != nil && skip(n.Event) {
+			return true
+		}
+		return c.out.event(n.Event)
+	case n.Delta != nil && deltas:
+		b, err := wire.DeltaNotification(n.Delta)
+		return err == nil && c.out.frame(b)
+	}
+	return true
+}
+
+// subscribe streams a replay and then live events until the feed ends;
+// Baton then writes a terminal result saying why (BAE never ends it).
+func (c *call) subscribe() {
+	var p struct {
+		Since  *string `json:"since_event_id"`
+		Deltas bool    `json:"stream_deltas"`
+	}
+	_ = json.Unmarshal(c.req.Params, &p)
+	since := ""
+	if p.Since != nil {
+		since = *p.Since
+	}
+	feed, err := c.s.opts.Turns.Subscribe(c.ctx, c.key, since, p.Deltas)
+	if err != nil {
+		c.fail(c.rpcError(err))
+		return
+	}
+	defer feed.Close()
+	for {
+		n, err := feed.Next(c.ctx)
+		switch {
+		case errors.Is(err, baton.ErrLagged):
+			c.out.frame(wire.Lagged())
+			return
+		case c.ctx.Err() != nil:
+			return
+		case err != nil:
+			c.out.frame(wire.ErrorFrame(nil, c.rpcError(err)))
+			return
+		case n == nil:
+			reason := "unsubscribed"
+			if feed.Closed() {
+				reason = "session_closed"
+			}
+			c.reply(map[string]any{"ended": true, "reason": reason}, nil)
+			return
+		}
+		if !c.notice(*n, nil, p.Deltas) {
+			return
+		}
+	}
+}
+
+// stream writes NDJSON frames, flushing each, and remembers a failed write
+// so the handler stops at the first one.
+type stream struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	buf    []byte
+	failed bool
+}
+
+func newStream(w http.ResponseWriter) *stream {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush() // headers go out at once, even while a turn is queued
+	return &stream{w: w, rc: rc, buf: make([]byte, 0, 1024)}
+}
+
+// frame writes one frame and a newline.
+func (s *stream) frame(b []byte) bool {
+	s.buf = append(append(s.buf[:0], b...), '\n')
+	return s.flush()
+}
+
+// event writes a session.event notification without intermediate values.
+func (s *stream) event(ev *baton.Event) bool {
+	s.buf = append(wire.AppendEventNotification(s.buf[:0], ev), '\n')
+	return s.flush()
+}
+
+func (s *stream) flush() bool {
+	if s.failed {
+		return false
+	}
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.failed = true
+		return false
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.failed = true
+	}
+	return !s.failed
+}

@@ -1,0 +1,39 @@
+// Package store is Baton's durable store: the append-only session event log
+// and the catalogue of profiles, keys and sessions. It implements
+// baton.Store on SQLite (the default, through modernc.org/sqlite) or on
+// PostgreSQL (through pgx), chosen by the URL given to Open.
+//
+// # Schema
+//
+// Both dialects share one schema shape, applied at Open from embedded,
+// numbered, forward-only goose migrations (migrations/<dialect>/NNNNN_*.sql).
+// Open refuses a database migrated by a newer Baton with ErrSchemaTooNew.
+// Timestamps are TEXT in baton.TimeLayout and JSON is TEXT in both
+// dialects, so values read back identically from either database. Deleted
+// profiles and revoked keys are soft-deleted rows.
+//
+// # Writes
+//
+// Every write goes through one group-commit writer: a goroutine that owns
+// the write connection, drains whatever requests are queued into one
+// transaction and commits once, so a hundred concurrent appends cost one
+// fsync. A write returns only after its transaction committed. A request
+// that fails (a duplicate name, a closed session) is undone on its own,
+// inside a savepoint when it had already written, and does not affect the
+// others of its batch; if the commit fails, every request of the batch
+// gets the error. Event sequence numbers are assigned by the writer from a
+// per-session counter, so each session's log is numbered 1, 2, 3… without
+// gaps.
+//
+// On SQLite the writer has the one write connection (WAL,
+// synchronous=FULL) and reads use a separate query-only pool; on
+// PostgreSQL both share one pool and a search_path given in the URL is
+// honoured.
+//
+// # Pages
+//
+// Lists are ordered by insertion. A cursor is the decimal ordering value of
+// the last item returned (an event's Seq, a row's insertion number
+// otherwise); the empty cursor is the first page and an empty next cursor
+// means there is no further page.
+package store

@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/baton-engine/baton"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Dialect names returned by DB.Dialect.
+const (
+	DialectSQLite   = "sqlite"
+	DialectPostgres = "postgres"
+)
+
+// DefaultMaxBatch is the group-commit batch cap when Options.MaxBatch is not
+// set.
+const DefaultMaxBatch = 512
+
+// ErrSchemaTooNew is returned by Open when the database was migrated by a
+// newer Baton than this one: its schema version is past the last embedded
+// migration.
+var ErrSchemaTooNew = errors.New("store: database schema is newer than this binary supports")
+
+// ErrClosed is returned by writes submitted after Close.
+var ErrClosed = errors.New("store: closed")
+
+//go:embed migrations
+var migrations embed.FS
+
+// Options configure Open.
+type Options struct {
+	// URL selects the database: "postgres://…" or "postgresql://…" is a
+	// PostgreSQL connection URL (a search_path parameter is honoured);
+	// anything else is a SQLite file path, optionally "file:"-prefixed.
+	URL string
+	// Logger receives migration and writer diagnostics; nil discards them.
+	Logger *slog.Logger
+	// MaxBatch caps how many write requests share one transaction
+	// (DefaultMaxBatch when <= 0).
+	MaxBatch int
+	// OnCommit, when set, receives the events of each committed
+	// transaction in commit order (each session's in Seq order), from the
+	// writer goroutine, before any caller is told of the commit. It must
+	// not block, keep the slice, or call back into the store.
+	OnCommit func([]*baton.Event)
+}
+
+// DB is an open store. It is safe for concurrent use.
+type DB struct {
+	url     string
+	dialect string
+	log     *slog.Logger
+	read    *sql.DB // reader pool (query_only on SQLite)
+	write   *sql.DB // the writer's connection (the same pool on PostgreSQL)
+	w       *writer
+	once    sync.Once
+	err     error
+}
+
+var _ baton.Store = (*DB)(nil)
+
+// Open opens the database named by opts.URL, applies pending migrations and
+// starts the writer. A database whose schema is newer than the embedded
+// migrations is refused with ErrSchemaTooNew.
+func Open(ctx context.Context, opts Options) (*DB, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.URL == "" {
+		return nil, errors.New("store: empty URL")
+	}
+	db := &DB{url: opts.URL, log: log}
+	var err error
+	if isPostgres(opts.URL) {
+		db.dialect = DialectPostgres
+		err = db.openPostgres(ctx, opts.URL)
+	} else {
+		db.dialect = DialectSQLite
+		err = db.openSQLite(ctx, opts.URL)
+	}
+	if err != nil {
+		return nil, err
+	}
+	maxBatch := opts.MaxBatch
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	db.w, err = newWriter(ctx, db.write, db.dialect == DialectSQLite, maxBatch, log)
+	if err == nil {
+		db.w.onCommit = opts.OnCommit
+	}
+	if err != nil {
+		db.closeDBs()
+		return nil, err
+	}
+	return db, nil
+}
+
+func isPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+func (db *DB) openPostgres(ctx context.Context, url string) error {
+	pool, err := sql.Open("pgx", url)
+	if err != nil {
+		return fmt.Errorf("store: open postgres: %w", err)
+	}
+	pool.SetMaxOpenConns(max(8, 2*runtime.GOMAXPROCS(0)))
+	pool.SetMaxIdleConns(max(8, 2*runtime.GOMAXPROCS(0)))
+	db.read, db.write = pool, pool
+	if err := pool.PingContext(ctx); err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: connect postgres: %w", err)
+	}
+	// Nodes sharing a schema migrate one at a time; different schemas (as
+	// the tests use) do not wait for each other.
+	var schema sql.NullString
+	if err := pool.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: connect postgres: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("baton migrations " + schema.String))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
+	if err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: migration lock: %w", err)
+	}
+	if err := db.migrate(ctx, goose.DialectPostgres, goose.WithSessionLocker(locker)); err != nil {
+		db.closeDBs()
+		return err
+	}
+	return nil
+}
+
+const (
+	// sqliteWriteParams are the writer connection's settings: WAL, an fsync
+	// per commit, a generous busy timeout for other processes (baton admin
+	// against a live file), foreign keys, and BEGIN IMMEDIATE.
+	sqliteWriteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
+		"&_pragma=foreign_keys(1)&_txlock=immediate"
+	// sqliteReadParams are the reader pool's settings.
+	sqliteReadParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
+)
+
+func (db *DB) openSQLite(ctx context.Context, url string) error {
+	base, query, _ := strings.Cut(url, "?")
+	path := base
+	if p, ok := strings.CutPrefix(base, "file:"); ok {
+		path = p
+		if strings.HasPrefix(path, "///") { // file:///abs/path
+			path = path[2:]
+		}
+	}
+	if path == "" || path == ":memory:" {
+		return errors.New("store: SQLite needs a file path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("store: create data directory: %w", err)
+		}
+	}
+	dsn := func(params string) string {
+		if query != "" {
+			params = query + "&" + params
+		}
+		return base + "?" + params
+	}
+	w, err := sql.Open("sqlite", dsn(sqliteWriteParams))
+	if err != nil {
+		return fmt.Errorf("store: open sqlite: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	db.write = w
+	if err := w.PingContext(ctx); err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	if err := db.migrate(ctx, goose.DialectSQLite3); err != nil {
+		db.closeDBs()
+		return err
+	}
+	r, err := sql.Open("sqlite", dsn(sqliteReadParams))
+	if err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: open sqlite readers: %w", err)
+	}
+	n := max(4, 2*runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	db.read = r
+	return nil
+}
+
+// migrationFS returns the dialect's embedded migrations.
+func migrationFS(dialect goose.Dialect) (fs.FS, error) {
+	dir := "migrations/sqlite"
+	if dialect == goose.DialectPostgres {
+		dir = "migrations/postgres"
+	}
+	return fs.Sub(migrations, dir)
+}
+
+func (db *DB) provider(dialect goose.Dialect, conn *sql.DB, opts ...goose.ProviderOption) (*goose.Provider, error) {
+	fsys, err := migrationFS(dialect)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	opts = append(opts, goose.WithDisableGlobalRegistry(true), goose.WithSlog(db.log))
+	p, err := goose.NewProvider(dialect, conn, fsys, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	return p, nil
+}
+
+// migrate refuses a too-new schema, then applies pending migrations.
+func (db *DB) migrate(ctx context.Context, dialect goose.Dialect, opts ...goose.ProviderOption) error {
+	p, err := db.provider(dialect, db.write, opts...)
+	if err != nil {
+		return err
+	}
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("store: read schema version: %w", err)
+	}
+	if current > target {
+		return fmt.Errorf("%w (database at version %d, binary knows up to %d)", ErrSchemaTooNew, current, target)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, r := range res {
+		db.log.Info("store migration applied", "dialect", db.dialect, "version", r.Source.Version, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Dialect reports "sqlite" or "postgres".
+func (db *DB) Dialect() string { return db.dialect }
+
+// SchemaVersion returns the version of the last migration applied to the
+// database.
+func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
+	var v sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT MAX(version_id) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("store: read schema version: %w", err)
+	}
+	return v.Int64, nil
+}
+
+// Close stops the writer once every queued write is committed, then closes
+// the connections. Writes submitted afterwards fail with ErrClosed.
+func (db *DB) Close() error {
+	db.once.Do(func() {
+		db.w.stop()
+		db.err = db.closeDBs()
+	})
+	return db.err
+}
+
+func (db *DB) closeDBs() error {
+	var errs []error
+	if db.read != nil {
+		errs = append(errs, db.read.Close())
+	}
+	if db.write != nil && db.write != db.read {
+		errs = append(errs, db.write.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,510 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-engine/baton"
+)
+
+// A request is one write waiting for the writer. Its state moves from
+// queued to taken (the writer runs it; the caller must wait for the answer)
+// or to abandoned (the caller gave up while it was still queued; the writer
+// skips it).
+type request struct {
+	ctx   context.Context
+	fn    func(*wtx) error
+	state atomic.Int32
+	err   error
+	done  chan struct{}
+}
+
+const (
+	queued int32 = iota
+	taken
+	abandoned
+)
+
+// maxCachedSeqs bounds the per-session sequence cache; past it the cache is
+// dropped and refilled lazily.
+const maxCachedSeqs = 1 << 16
+
+// errRetry makes the writer rerun a batch with a savepoint around every
+// request.
+var errRetry = errors.New("store: retry batch with savepoints")
+
+// writer is the group-commit writer: one goroutine that owns the write
+// connection and commits whatever is queued in one transaction.
+type writer struct {
+	db     *sql.DB
+	max    int
+	log    *slog.Logger
+	queue  chan *request
+	quit   chan struct{}
+	exited chan struct{}
+
+	batches atomic.Int64 // transactions attempted, for tests and diagnostics
+
+	// lock is appended to a SELECT that reads a row the request then
+	// rewrites: FOR UPDATE on PostgreSQL, where other nodes may write the
+	// same row; nothing on SQLite, whose writer lock covers the database.
+	lock string
+	// bulk defers the event inserts of a batch to one array INSERT at
+	// commit time (PostgreSQL, where each statement is a round trip).
+	bulk bool
+
+	// onCommit receives each committed transaction's events (set before
+	// the first request, read only by the writer goroutine).
+	onCommit func([]*baton.Event)
+
+	// Owned by the writer goroutine.
+	committed []*baton.Event   // events of the last committed attempt
+	seqs      map[string]int64 // session id → last committed (or in-batch) seq
+	ins       stmt             // insert one event
+	last      stmt             // session existence and last seq
+}
+
+// stmt is a statement the writer runs often. On SQLite it is prepared once
+// on the single write connection; on PostgreSQL pgx caches prepared
+// statements itself and ps stays nil.
+type stmt struct {
+	text string
+	ps   *sql.Stmt
+}
+
+const (
+	insertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	bulkInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`
+	lastSeqSQL = `SELECT (SELECT COUNT(*) FROM sessions WHERE id = $1),
+	(SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = $1)`
+)
+
+func newWriter(ctx context.Context, db *sql.DB, sqlite bool, maxBatch int, log *slog.Logger) (*writer, error) {
+	w := &writer{
+		db:     db,
+		max:    maxBatch,
+		log:    log,
+		queue:  make(chan *request, maxBatch),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
+		seqs:   make(map[string]int64),
+		ins:    stmt{text: insertEventSQL},
+		last:   stmt{text: lastSeqSQL},
+	}
+	if !sqlite {
+		w.lock = " FOR UPDATE"
+		w.bulk = true
+	} else {
+		for _, s := range []*stmt{&w.ins, &w.last} {
+			ps, err := db.PrepareContext(ctx, s.text)
+			if err != nil {
+				w.closeStmts()
+				return nil, fmt.Errorf("store: prepare: %w", err)
+			}
+			s.ps = ps
+		}
+	}
+	go w.loop()
+	return w, nil
+}
+
+func (w *writer) closeStmts() {
+	for _, s := range []*stmt{&w.ins, &w.last} {
+		if s.ps != nil {
+			_ = s.ps.Close()
+		}
+	}
+}
+
+// stop lets the writer commit everything already queued, then waits for it
+// to exit.
+func (w *writer) stop() {
+	close(w.quit)
+	<-w.exited
+	w.closeStmts()
+}
+
+// do runs fn in the writer's next transaction and returns its error once
+// that transaction committed (or fn's own error). A caller whose ctx ends
+// while the request is still queued gets ctx.Err() and the request never
+// runs; once the writer has taken it, do waits for the outcome.
+func (w *writer) do(ctx context.Context, fn func(*wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, fn: fn, done: make(chan struct{})}
+	select {
+	case w.queue <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.quit:
+		return ErrClosed
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(queued, abandoned) {
+			return ctx.Err()
+		}
+	case <-w.exited:
+		// Enqueued after the final drain: nobody will run it.
+		if r.state.CompareAndSwap(queued, abandoned) {
+			return ErrClosed
+		}
+	}
+	<-r.done
+	return r.err
+}
+
+func (w *writer) loop() {
+	defer close(w.exited)
+	batch := make([]*request, 0, w.max)
+	for {
+		select {
+		case r := <-w.queue:
+			batch = w.fill(append(batch[:0], r))
+			w.commit(batch)
+		case <-w.quit:
+			for {
+				batch = w.fill(batch[:0])
+				if len(batch) == 0 {
+					return
+				}
+				w.commit(batch)
+			}
+		}
+	}
+}
+
+// fill appends queued requests to batch without blocking, up to the cap.
+func (w *writer) fill(batch []*request) []*request {
+	for len(batch) < w.max {
+		select {
+		case r := <-w.queue:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit runs one batch and answers every request in it.
+func (w *writer) commit(batch []*request) {
+	live := batch[:0]
+	for _, r := range batch {
+		if r.ctx.Err() != nil && r.state.CompareAndSwap(queued, abandoned) {
+			r.err = r.ctx.Err()
+			close(r.done)
+			continue
+		}
+		if r.state.CompareAndSwap(queued, taken) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	start := time.Now()
+	w.batches.Add(1)
+	err := w.attempt(live, false)
+	if errors.Is(err, errRetry) {
+		err = w.attempt(live, true)
+	}
+	if err == nil && w.onCommit != nil && len(w.committed) > 0 {
+		w.onCommit(w.committed)
+		clear(w.committed)
+	}
+	if err != nil {
+		w.log.Error("store write batch failed", "requests", len(live), "err", err)
+	} else if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		w.log.Debug("store write batch committed", "requests", len(live), "duration", time.Since(start))
+	}
+	for _, r := range live {
+		if err != nil {
+			r.err = err
+		}
+		close(r.done)
+		r.fn = nil
+	}
+	clear(batch)
+}
+
+// attempt runs the batch in one transaction. Without savepoints, the first
+// request that fails after touching the database aborts the attempt with
+// errRetry; with savepoints, it is rolled back alone. Requests that fail
+// before writing anything (a lookup said no) never need either.
+func (w *writer) attempt(live []*request, savepoints bool) error {
+	ctx := context.Background() // the shared transaction outlives any one caller
+	if len(w.seqs) > maxCachedSeqs {
+		clear(w.seqs)
+	}
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	b := &txn{w: w, tx: tx, ctx: ctx, deferred: w.bulk && !savepoints}
+	var touched []string
+	var numbered []*wtx // requests whose events got seqs in this attempt
+	undo := func() {
+		w.forget(touched)
+		for _, t := range numbered {
+			t.reset()
+		}
+	}
+	fail := func(err error) error {
+		_ = tx.Rollback()
+		undo()
+		return err
+	}
+	for _, r := range live {
+		r.err = nil
+		if savepoints {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+				return fail(fmt.Errorf("store: savepoint: %w", err))
+			}
+		}
+		t := &wtx{txn: b}
+		err := r.fn(t)
+		touched = append(touched, t.touched...)
+		if len(t.events) > 0 {
+			numbered = append(numbered, t)
+		}
+		if err != nil {
+			t.reset()
+			w.forget(t.touched)
+			if t.dirty && !savepoints {
+				return fail(errRetry)
+			}
+			if t.dirty {
+				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT op"); rerr != nil {
+					return fail(fmt.Errorf("store: rollback to savepoint: %w", rerr))
+				}
+			}
+			r.err = err
+		}
+		if savepoints {
+			if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT op"); err != nil {
+				return fail(fmt.Errorf("store: release savepoint: %w", err))
+			}
+		}
+	}
+	if err := b.flush(); err != nil {
+		// Some request's events do not fit (a duplicate id, a seq another
+		// node took): find out whose, one savepoint at a time.
+		w.log.Debug("store: bulk event insert failed; retrying the batch", "err", err)
+		return fail(errRetry)
+	}
+	if err := tx.Commit(); err != nil {
+		undo()
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	w.committed = w.committed[:0]
+	for _, t := range numbered {
+		for _, e := range t.events {
+			if e.Seq > 0 { // a request rolled back to its savepoint has Seq reset
+				w.committed = append(w.committed, e)
+			}
+		}
+	}
+	return nil
+}
+
+// forget drops cached sequence numbers; they are reloaded from the
+// database (inside the current transaction) on next use.
+func (w *writer) forget(sessions []string) {
+	for _, id := range sessions {
+		delete(w.seqs, id)
+	}
+}
+
+// txn is one attempt's transaction.
+type txn struct {
+	w     *writer
+	tx    *sql.Tx
+	ctx   context.Context
+	stmts map[*sql.Stmt]*sql.Stmt // prepared statements bound to tx
+
+	// deferred collects the batch's events in pending and inserts them
+	// all in flush, just before COMMIT. Requests must therefore not read
+	// session_events other than through nextSeq, which the seq cache
+	// answers for every session with pending events.
+	deferred bool
+	pending  []*baton.Event
+}
+
+// flush inserts the pending events with one statement.
+func (b *txn) flush() error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	n := len(b.pending)
+	sessions, ids, types, payloads, created := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs, clients := make([]int64, n), make([]*string, n)
+	for i, e := range b.pending {
+		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, e.Type
+		payloads[i], created[i] = payloadText(e.Payload), formatTime(e.CreatedAt)
+		if e.ClientKeyID != "" {
+			clients[i] = &e.ClientKeyID
+		}
+	}
+	b.pending = nil
+	if _, err := b.tx.ExecContext(b.ctx, bulkInsertEventSQL, sessions, seqs, ids, clients, types, payloads, created); err != nil {
+		return fmt.Errorf("store: insert events: %w", err)
+	}
+	return nil
+}
+
+// wtx is the view one request has of the batch transaction. It records
+// whether the request touched the database (dirty), which sessions' cached
+// sequence numbers it advanced, and which events it numbered.
+type wtx struct {
+	*txn
+	dirty   bool
+	touched []string
+	events  []*baton.Event
+}
+
+func (t *wtx) bound(s stmt) *sql.Stmt {
+	if s.ps == nil {
+		return nil
+	}
+	if t.stmts == nil {
+		t.stmts = make(map[*sql.Stmt]*sql.Stmt)
+	}
+	ts, ok := t.stmts[s.ps]
+	if !ok {
+		ts = t.tx.StmtContext(t.ctx, s.ps)
+		t.stmts[s.ps] = ts
+	}
+	return ts
+}
+
+// exec runs a write statement.
+func (t *wtx) exec(query string, args ...any) (sql.Result, error) {
+	t.dirty = true
+	return t.tx.ExecContext(t.ctx, query, args...)
+}
+
+// execAffected runs a write statement and returns the affected row count.
+func (t *wtx) execAffected(query string, args ...any) (int64, error) {
+	res, err := t.exec(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		t.dirty = true
+	}
+	return n, err
+}
+
+// get runs a single-row query; a missing row is sql.ErrNoRows and leaves
+// the request clean.
+func (t *wtx) get(query string, args []any, dest ...any) error {
+	return t.scanRow(t.tx.QueryRowContext(t.ctx, query, args...), dest)
+}
+
+func (t *wtx) scanRow(row *sql.Row, dest []any) error {
+	err := row.Scan(dest...)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		t.dirty = true // a failed statement may have aborted the transaction
+	}
+	return err
+}
+
+// column runs a query returning one text column.
+func (t *wtx) column(query string, args ...any) ([]string, error) {
+	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	if err != nil {
+		t.dirty = true
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.dirty = true
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.dirty = true
+		return nil, err
+	}
+	return out, nil
+}
+
+// nextSeq returns the sequence number the next event of sessionID gets.
+func (t *wtx) nextSeq(sessionID string) (int64, error) {
+	if n, ok := t.w.seqs[sessionID]; ok {
+		return n + 1, nil
+	}
+	var exists, last int64
+	var row *sql.Row
+	if ps := t.bound(t.w.last); ps != nil {
+		row = ps.QueryRowContext(t.ctx, sessionID)
+	} else {
+		row = t.tx.QueryRowContext(t.ctx, t.w.last.text, sessionID)
+	}
+	if err := t.scanRow(row, []any{&exists, &last}); err != nil {
+		return 0, fmt.Errorf("store: load last seq: %w", err)
+	}
+	if exists == 0 {
+		return 0, baton.Errorf(baton.ECodeNotFound, "no session %s", sessionID)
+	}
+	t.w.seqs[sessionID] = last
+	return last + 1, nil
+}
+
+// append numbers and inserts one event, filling ID and CreatedAt when
+// they are empty.
+func (t *wtx) append(e *baton.Event) error {
+	seq, err := t.nextSeq(e.SessionID)
+	if err != nil {
+		return err
+	}
+	if e.ID == "" {
+		e.ID = baton.NewID(baton.PrefixEvent)
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = baton.Now()
+	}
+	e.Seq = seq
+	t.events = append(t.events, e)
+	t.touched = append(t.touched, e.SessionID)
+	t.dirty = true
+	if t.deferred {
+		t.pending = append(t.pending, e)
+		t.w.seqs[e.SessionID] = seq
+		return nil
+	}
+	args := []any{e.SessionID, seq, e.ID, nullString(e.ClientKeyID), e.Type, payloadText(e.Payload), baton.FormatTime(e.CreatedAt)}
+	if ps := t.bound(t.w.ins); ps != nil {
+		_, err = ps.ExecContext(t.ctx, args...)
+	} else {
+		_, err = t.tx.ExecContext(t.ctx, t.w.ins.text, args...)
+	}
+	if err != nil {
+		return fmt.Errorf("store: insert event: %w", err)
+	}
+	t.w.seqs[e.SessionID] = seq
+	return nil
+}
+
+// reset undoes the numbering of a failed request's events.
+func (t *wtx) reset() {
+	for _, e := range t.events {
+		e.Seq = 0
+	}
+}

@@ -1,0 +1,84 @@
+package baton
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Event types of the session loop.
+const (
+	EventDriverRegister = "session.driver.register"
+	EventSandboxAvail   = "session.sandbox.available"
+	EventClientMessage  = "client.message.send"
+	EventServerMessage  = "server.message.send"
+	EventProviderReq    = "provider.request"
+	EventProviderResp   = "provider.response"
+	EventToolCall       = "tool.call"
+	EventToolResult     = "tool.result"
+	EventMCPRequest     = "mcp.request"
+	EventMCPResponse    = "mcp.response"
+	EventSandboxReq     = "sandbox.request"
+	EventSandboxResp    = "sandbox.response"
+	EventTurnCancel     = "session.turn.cancel" // Baton extension
+)
+
+// TurnResult is how a sendMessage ends: the assistant message and the
+// events that request inserted, in order; or an error.
+type TurnResult struct {
+	Message Message
+	Events  []*Event
+	Err     error
+}
+
+// Turn is a sendMessage in flight. The turn belongs to the session: the
+// caller may stop reading at any time and the turn still runs to its end.
+type Turn struct {
+	// Started is closed when the turn takes the session's turn gate. From
+	// then on Sub carries the session's live feed.
+	Started <-chan struct{}
+	// Sub returns the caller's live feed once Started is closed, or nil
+	// when the turn ended without starting (e.g. the session closed while
+	// it was queued). The caller must Close it when done.
+	Sub func() Subscription
+	// Own reports whether an event was inserted by this request before the
+	// turn ran (its own message and tool results), which its stream skips.
+	// Valid after Started.
+	Own func(*Event) bool
+	// Done is closed when Result is ready.
+	Done <-chan struct{}
+	// Result returns the outcome once Done is closed.
+	Result func() *TurnResult
+}
+
+// SendOptions tune one sendMessage.
+type SendOptions struct {
+	// StreamDeltas asks for live text deltas on Sub (Baton extension).
+	StreamDeltas bool
+}
+
+// Feed is a session.subscribe stream: a replay followed by live events.
+type Feed struct {
+	// Next blocks for the next event. It returns (nil, nil) when the feed
+	// ended normally (unsubscribe, session closed), ErrLagged when the
+	// reader fell behind, or ctx's error.
+	Next func(ctx context.Context) (*Notice, error)
+	// Closed reports, after Next returned (nil, nil), whether the feed
+	// ended because the session is no longer open.
+	Closed func() bool
+	// Close releases the feed.
+	Close func()
+}
+
+// TurnService runs the JSON-RPC session loop. key is the caller's session
+// key; the acting client key id is key.ClientID.
+type TurnService interface {
+	RegisterDriver(ctx context.Context, key *Key) error
+	// SendMessage takes the raw "message" param (nil when absent) so the
+	// driver and state gates run before its validation, as in BAE.
+	SendMessage(ctx context.Context, key *Key, message json.RawMessage, opts SendOptions) (*Turn, error)
+	Subscribe(ctx context.Context, key *Key, sinceEventID string, deltas bool) (*Feed, error)
+	Unsubscribe(ctx context.Context, key *Key) error
+	// UpdateClientTools takes the raw "tools" param (nil when absent).
+	UpdateClientTools(ctx context.Context, key *Key, tools json.RawMessage) error
+	CancelTurn(ctx context.Context, key *Key) error
+}
