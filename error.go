@@ -32,12 +32,16 @@ const (
 
 	// Codes of the session loop (JSON-RPC); the client API maps them to
 	// its own error codes.
-	ECodeNotOpen       = "session_not_open"          // "session is <state>, not open"
-	ECodeNotDriver     = "driver_not_registered"     // "call session.registerDriver before <method>"
-	ECodeInvalidParams = "invalid_params"            // "Invalid params: …"
-	ECodeMergeInvalid  = "tool_result_merge_invalid" // "tool result merge invalid: …"
-	ECodeSessionFailed = "session_failed"            // other -32000 conditions
-	ECodeNoTurn        = "no_turn"                   // cancelTurn with nothing to cancel
+	ECodeNotOpen         = "session_not_open"          // "session is <state>, not open"
+	ECodeNotDriver       = "driver_not_registered"     // "call session.registerDriver before <method>"
+	ECodeInvalidParams   = "invalid_params"            // "Invalid params: …"
+	ECodeMergeInvalid    = "tool_result_merge_invalid" // "tool result merge invalid: …"
+	ECodeSessionFailed   = "session_failed"            // other -32000 conditions
+	ECodeNoTurn          = "no_turn"                   // cancelTurn with nothing to cancel
+	ECodeImageNotAllowed = "sandbox_image_not_allowed" // -32011
+	ECodeSandboxStart    = "sandbox_start_failed"      // -32012
+	ECodeNoSandbox       = "sandbox_not_running"       // -32013
+	ECodeNoSubagent      = "subagent_not_found"        // -32014
 )
 
 // Error is Baton's one domain error. Code is machine-readable and stable;

@@ -33,3 +33,23 @@ type ImageProvisioner interface {
 	// Images returns the tracked images of one profile.
 	Images(profileID string) []ImageStatus
 }
+
+// ExecResult is the outcome of a command run in a sandbox. A non-zero exit
+// is a result, not an error; a signal is ExitCode -1.
+type ExecResult struct {
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// SandboxDriver runs remote sandboxes for sessions: one container (or
+// namespace jail) per session, started from an allowlisted image.
+type SandboxDriver interface {
+	EnsureImage(ctx context.Context, image string) error
+	// Start starts a long-lived sandbox of image and returns its id.
+	Start(ctx context.Context, image string) (string, error)
+	// Exec runs `sh -c command` in the sandbox.
+	Exec(ctx context.Context, id, command string) (ExecResult, error)
+	// Stop stops and removes the sandbox; an unknown id is not an error.
+	Stop(ctx context.Context, id string) error
+}

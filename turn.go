@@ -82,3 +82,15 @@ type TurnService interface {
 	UpdateClientTools(ctx context.Context, key *Key, tools json.RawMessage) error
 	CancelTurn(ctx context.Context, key *Key) error
 }
+
+// SandboxService runs the sandbox and subagent methods of the session loop
+// (spec-client §5.4–5.5). Params are the raw JSON-RPC params; results are
+// JSON-ready values.
+type SandboxService interface {
+	StartRemoteSandbox(ctx context.Context, key *Key, params json.RawMessage) (any, error)
+	StopRemoteSandbox(ctx context.Context, key *Key) (any, error)
+	ExecRemoteSandbox(ctx context.Context, key *Key, params json.RawMessage) (any, error)
+	ReportLocalSandbox(ctx context.Context, key *Key, params json.RawMessage) error
+	ReportLocalSubagent(ctx context.Context, key *Key, params json.RawMessage) error
+	CancelSubagent(ctx context.Context, key *Key, params json.RawMessage) (any, error)
+}

@@ -26,6 +26,7 @@ type actor struct {
 	parked  *parked
 	queue   []*turnRun
 	timer   *time.Timer
+	sandbox *remoteSandbox // the session's remote sandbox, if any
 }
 
 // parked is a paused turn waiting for its client tool results.

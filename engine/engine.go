@@ -30,6 +30,8 @@ type Options struct {
 	Providers map[string]baton.Provider
 	// Images reports sandbox image status for session.sandbox.available.
 	Images baton.ImageProvisioner
+	// Sandboxes runs remote sandboxes; nil means none can be started.
+	Sandboxes baton.SandboxDriver
 	// Auth, when set, is told about revoked keys so its caches drop them.
 	Auth baton.Authenticator
 	// TurnTimeout is how long a paused turn is reserved for its owner
@@ -54,6 +56,7 @@ type Engine struct {
 	registry        *baton.Registry
 	providers       map[string]baton.Provider
 	images          baton.ImageProvisioner
+	sandboxes       baton.SandboxDriver
 	auth            baton.Authenticator
 	turnTimeout     time.Duration
 	providerTimeout time.Duration
@@ -76,13 +79,14 @@ type Engine struct {
 var (
 	_ baton.SessionService = (*Engine)(nil)
 	_ baton.TurnService    = (*Engine)(nil)
+	_ baton.SandboxService = (*Engine)(nil)
 )
 
 // New returns an Engine.
 func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, hub: opts.Hub, registry: opts.Registry, providers: opts.Providers,
-		images: opts.Images, auth: opts.Auth,
+		images: opts.Images, sandboxes: opts.Sandboxes, auth: opts.Auth,
 		turnTimeout: opts.TurnTimeout, providerTimeout: opts.ProviderTimeout,
 		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
 		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
@@ -146,14 +150,24 @@ func (e *Engine) Participants(_ context.Context, sessionID string) ([]string, er
 }
 
 // forget drops a session's runtime state — drivers, gate, parked turn,
-// queued turns, live streams — after it closed. It is idempotent.
-func (e *Engine) forget(sessionID string) {
+// queued turns, live streams — after it closed, and stops its remote
+// sandbox (events attributed to actor). It is idempotent.
+func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 	e.mu.Lock()
 	a := e.actors[sessionID]
 	delete(e.actors, sessionID)
 	e.mu.Unlock()
 	if a != nil {
+		a.mu.Lock()
+		sb := a.sandbox
+		a.sandbox = nil
+		a.mu.Unlock()
 		a.close()
+		if sb != nil && sb.id != "" {
+			if err := e.stopSandbox(ctx, sessionID, actor, sb, "session_close"); err != nil {
+				e.log.Warn("stop sandbox at close", "session_id", sessionID, "err", err)
+			}
+		}
 	}
 	if e.hub != nil {
 		e.hub.End(sessionID, "")

@@ -165,7 +165,7 @@ func (e *Engine) CloseSession(ctx context.Context, sessionKey *baton.Key) error 
 	if err != nil {
 		return err
 	}
-	e.forget(id) // cleanup is unconditional and idempotent
+	e.forget(ctx, id, s.ClientKeyID) // cleanup is unconditional and idempotent
 	if !ended {
 		if s, err = e.store.Session(ctx, id); err != nil {
 			return err
@@ -189,7 +189,7 @@ func (e *Engine) RevokeClientKey(ctx context.Context, id string) error {
 		e.auth.Forget(id)
 	}
 	for _, sid := range closed {
-		e.forget(sid)
+		e.forget(ctx, sid, id)
 	}
 	e.log.Info("client key revoked", "key_id", id, "sessions_closed", len(closed))
 	return nil

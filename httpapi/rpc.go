@@ -62,6 +62,18 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		c.reply(map[string]bool{"updated": true}, s.opts.Turns.UpdateClientTools(c.ctx, key, wire.Param(req.Params, "tools")))
 	case "session.cancelTurn":
 		c.reply(map[string]bool{"cancelled": true}, s.opts.Turns.CancelTurn(c.ctx, key))
+	case "session.startRemoteSandbox":
+		c.reply(s.opts.Sandboxes.StartRemoteSandbox(c.ctx, key, req.Params))
+	case "session.stopRemoteSandbox":
+		c.reply(s.opts.Sandboxes.StopRemoteSandbox(c.ctx, key))
+	case "session.execRemoteSandbox":
+		c.reply(s.opts.Sandboxes.ExecRemoteSandbox(c.ctx, key, req.Params))
+	case "session.reportLocalSandbox":
+		c.reply(map[string]bool{"reported": true}, s.opts.Sandboxes.ReportLocalSandbox(c.ctx, key, req.Params))
+	case "session.reportLocalSubagent":
+		c.reply(map[string]bool{"reported": true}, s.opts.Sandboxes.ReportLocalSubagent(c.ctx, key, req.Params))
+	case "session.cancelSubagent":
+		c.reply(s.opts.Sandboxes.CancelSubagent(c.ctx, key, req.Params))
 	default:
 		c.fail(&wire.Error{Code: wire.CodeMethodNotFound, Message: "Method not found: " + req.Method})
 	}

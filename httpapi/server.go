@@ -15,10 +15,11 @@ type Options struct {
 	MaxBodyBytes int64        // request body limit; <= 0 means httpx.DefaultMaxBody
 	MaxRPCBytes  int64        // /rpc request limit (tool results can be large); <= 0 means DefaultMaxRPC
 
-	Auth     baton.Authenticator
-	Sessions baton.SessionService
-	Events   baton.EventLog
-	Turns    baton.TurnService // the JSON-RPC session loop
+	Auth      baton.Authenticator
+	Sessions  baton.SessionService
+	Events    baton.EventLog
+	Turns     baton.TurnService    // the JSON-RPC session loop
+	Sandboxes baton.SandboxService // its sandbox and subagent methods
 }
 
 // Server is the client-port HTTP server. Open, URL, Shutdown and Close come

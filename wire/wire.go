@@ -102,15 +102,19 @@ func Param(params json.RawMessage, key string) json.RawMessage {
 // codes maps Baton error codes to JSON-RPC codes: the one table of this
 // transport. Messages travel verbatim (the engine words them for the wire).
 var codes = map[string]int{
-	baton.ECodeNotOpen:        CodeServer,
-	baton.ECodeSessionFailed:  CodeServer,
-	baton.ECodeMergeInvalid:   CodeServer,
-	baton.ECodeNoTurn:         CodeServer,
-	baton.ECodeSessionClosed:  CodeServer,
-	baton.ECodeNotDriver:      CodeNotDriver,
-	baton.ECodeInvalidParams:  CodeInvalidParams,
-	baton.ECodeToolNotAllowed: CodeToolNotAllowed,
-	baton.ECodeInternal:       CodeInternal,
+	baton.ECodeNotOpen:         CodeServer,
+	baton.ECodeSessionFailed:   CodeServer,
+	baton.ECodeMergeInvalid:    CodeServer,
+	baton.ECodeNoTurn:          CodeServer,
+	baton.ECodeSessionClosed:   CodeServer,
+	baton.ECodeNotDriver:       CodeNotDriver,
+	baton.ECodeInvalidParams:   CodeInvalidParams,
+	baton.ECodeToolNotAllowed:  CodeToolNotAllowed,
+	baton.ECodeInternal:        CodeInternal,
+	baton.ECodeImageNotAllowed: CodeImageNotAllow,
+	baton.ECodeSandboxStart:    CodeSandboxStart,
+	baton.ECodeNoSandbox:       CodeNoSandbox,
+	baton.ECodeNoSubagent:      CodeNoSubagent,
 }
 
 // FromError converts an error to its JSON-RPC error. Internal errors get

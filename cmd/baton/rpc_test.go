@@ -312,3 +312,87 @@ func TestRPCSubscribeReplayLiveAndEnd(t *testing.T) {
 		t.Fatalf("closed replay: %v", got)
 	}
 }
+
+func TestRPCSandboxAndSubagentMethods(t *testing.T) {
+	s := startServer(t)
+	pro := s.profile(map[string]any{"name": "sbx", "primary_provider": "script", "available_sandboxes": []any{"alpine:3"}})
+	_, k := s.clientKey("c", pro)
+	r := s.client("POST", "/api/v1/sessions", k, map[string]any{})
+	mustStatus(t, r, 201)
+	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
+
+	// Before registerDriver every method is gated.
+	frames := rpcAll(t, s, sid, sk, `{"jsonrpc":"2.0","id":1,"method":"session.stopRemoteSandbox"}`)
+	if len(frames) != 1 || frames[0].Error == nil || frames[0].Error.Code != -32001 {
+		t.Fatalf("ungated: %v", frames[0].raw)
+	}
+	res, _ := rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
+	if string(res) != `{"registered":true}` {
+		t.Fatal(string(res))
+	}
+	tests := []struct {
+		method, params string
+		code           int
+		msg            string
+		result         string
+	}{
+		{"session.startRemoteSandbox", `{}`, -32602, `Invalid params: missing "image"`, ""},
+		{"session.startRemoteSandbox", `{"image":"ubuntu"}`, -32011, `sandbox_image_not_allowed: image "ubuntu" is not in this session profile's available_sandboxes`, ""},
+		{"session.startRemoteSandbox", `{"image":"alpine:3"}`, -32012, "sandbox_start_failed: ", ""},
+		{"session.stopRemoteSandbox", `{}`, -32013, "sandbox_not_running: no remote sandbox is running for this session", ""},
+		{"session.execRemoteSandbox", `{}`, -32602, `Invalid params: missing "command"`, ""},
+		{"session.execRemoteSandbox", `{"command":"true"}`, -32013, "sandbox_not_running: no remote sandbox is running for this session", ""},
+		{"session.cancelSubagent", `{}`, -32602, `Invalid params: missing "subagent_id"`, ""},
+		{"session.cancelSubagent", `{"subagent_id":"sba_x"}`, -32014, `subagent_not_found: no tracked subagent "sba_x" for this session`, ""},
+		{"session.reportLocalSandbox", `{"state":"paused"}`, -32602, `Invalid params: "state" must be "running", "stopped", or "error"`, ""},
+		{"session.reportLocalSandbox", `{"state":"running","unsandboxed":"yes"}`, -32602, `Invalid params: "unsandboxed" must be a boolean`, ""},
+		{"session.reportLocalSandbox", `{"state":"running","unsandboxed":true,"image":"x"}`, -32602, `Invalid params: "image" must be null when "unsandboxed" is true`, ""},
+		{"session.reportLocalSandbox", `{"state":"running"}`, -32602, `Invalid params: missing "image"`, ""},
+		{"session.reportLocalSandbox", `{"state":"running","image":5}`, -32602, `Invalid params: "image" must be a string or null`, ""},
+		{"session.reportLocalSandbox", `{"state":"running","unsandboxed":true,"detail":"host"}`, 0, "", `{"reported":true}`},
+		{"session.reportLocalSubagent", `{"state":"start","subagent_id":"a","harness":"h"}`, -32602, `Invalid params: missing "model"`, ""},
+		{"session.reportLocalSubagent", `{"state":"completed","subagent_id":"a","harness":"h","model":"m","exit_code":null}`, -32602, `Invalid params: "exit_code" must be an integer`, ""},
+		{"session.reportLocalSubagent", `{"state":"failed","subagent_id":"a","harness":"h","model":"m","reason":"nonzero_exit","exit_code":2}`, 0, "", `{"reported":true}`},
+	}
+	for _, tc := range tests {
+		frames := rpcAll(t, s, sid, sk, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, tc.method, tc.params))
+		if len(frames) != 1 {
+			t.Fatalf("%s %s: %d frames", tc.method, tc.params, len(frames))
+		}
+		f := frames[0]
+		if tc.code != 0 {
+			if f.Error == nil || f.Error.Code != tc.code || !strings.HasPrefix(f.Error.Message, tc.msg) {
+				t.Errorf("%s %s: got %s, want %d %q", tc.method, tc.params, f.raw, tc.code, tc.msg)
+			}
+			continue
+		}
+		if string(f.Result) != tc.result {
+			t.Errorf("%s %s: got %s", tc.method, tc.params, f.raw)
+		}
+	}
+	// The failed start and the reports are in the log with BAE's payloads.
+	r = s.client("GET", "/api/v1/sessions/"+sid+"/events", sk, nil)
+	var page struct {
+		Items []struct {
+			EventType string          `json:"event_type"`
+			Payload   json.RawMessage `json:"payload"`
+		} `json:"items"`
+	}
+	json.Unmarshal(r.body, &page)
+	var got []string
+	for _, it := range page.Items {
+		got = append(got, it.EventType+" "+string(it.Payload))
+	}
+	want := []string{
+		`session.sandbox.start {"dispatch":"remote","image":"alpine:3"}`,
+		`session.sandbox.error {"detail":"this server has no sandbox driver that can start sandboxes","dispatch":"remote","image":"alpine:3","phase":"start","unsandboxed":false}`,
+		`session.sandbox.running {"container_id":null,"detail":"host","dispatch":"local","image":null,"unsandboxed":true}`,
+		`session.subagent.failed {"detail":null,"dispatch":"local","exit_code":2,"harness":"h","model":"m","reason":"nonzero_exit","subagent_id":"a"}`,
+	}
+	joined := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("missing event %s in:\n%s", w, joined)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 
 	client := httpapi.New(httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
-		Auth: authn, Sessions: eng, Events: db, Turns: eng,
+		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
 	})
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/baton-engine/baton"
+)
+
+// remoteSandbox is a session's running remote sandbox.
+type remoteSandbox struct {
+	id    string
+	image string
+}
+
+// errNoDriver is the start failure when the server has no driver that can
+// run containers.
+var errNoDriver = errors.New("this server has no sandbox driver that can start sandboxes")
+
+func invalid(format string, args ...any) error {
+	return baton.Errorf(baton.ECodeInvalidParams, "Invalid params: "+format, args...)
+}
+
+// StartRemoteSandbox starts the session's remote sandbox (spec-client
+// §5.4): one per session, from an image the profile allows.
+func (e *Engine) StartRemoteSandbox(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
+	a, err := e.driverGate(key, "session.startRemoteSandbox")
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.openSession(ctx, key.Name)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Image any `json:"image"`
+	}
+	_ = json.Unmarshal(params, &p)
+	image, _ := p.Image.(string)
+	if strings.TrimSpace(image) == "" {
+		return nil, invalid(`missing "image"`)
+	}
+	prof, err := e.store.Profile(ctx, s.ProfileID)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "profile_unavailable: the profile bound to this session is no longer available")
+	} else if err != nil {
+		return nil, err
+	}
+	allowed := false
+	for _, img := range prof.AvailableSandboxes {
+		allowed = allowed || img == image
+	}
+	if !allowed {
+		return nil, baton.Errorf(baton.ECodeImageNotAllowed,
+			"sandbox_image_not_allowed: image %q is not in this session profile's available_sandboxes", image)
+	}
+	a.mu.Lock()
+	if a.sandbox != nil {
+		a.mu.Unlock()
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "a remote sandbox is already running for this session; call session.stopRemoteSandbox first")
+	}
+	a.sandbox = &remoteSandbox{image: image} // reserved while starting
+	a.mu.Unlock()
+
+	actor := key.ClientID
+	_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"}))
+	id, err := e.startSandbox(ctx, image)
+	if err != nil {
+		a.mu.Lock()
+		a.sandbox = nil
+		a.mu.Unlock()
+		_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, "session.sandbox.error", map[string]any{
+			"image": image, "phase": "start", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		}))
+		return nil, baton.Errorf(baton.ECodeSandboxStart, "sandbox_start_failed: %s", err)
+	}
+	a.mu.Lock()
+	a.sandbox = &remoteSandbox{id: id, image: image}
+	a.mu.Unlock()
+	ev := baton.NewEvent(s.ID, actor, "session.sandbox.running", map[string]any{
+		"image": image, "sandbox_id": id, "dispatch": "remote", "unsandboxed": false,
+	})
+	var startedAt any
+	if e.store.Append(ctx, ev) == nil {
+		startedAt = baton.FormatTime(ev.CreatedAt)
+	}
+	return map[string]any{"sandbox_id": id, "image": image, "started_at": startedAt}, nil
+}
+
+func (e *Engine) startSandbox(ctx context.Context, image string) (string, error) {
+	if e.sandboxes == nil {
+		return "", errNoDriver
+	}
+	if err := e.sandboxes.EnsureImage(ctx, image); err != nil {
+		return "", err
+	}
+	return e.sandboxes.Start(ctx, image)
+}
+
+// StopRemoteSandbox stops the session's remote sandbox.
+func (e *Engine) StopRemoteSandbox(ctx context.Context, key *baton.Key) (any, error) {
+	a, err := e.driverGate(key, "session.stopRemoteSandbox")
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	sb := a.sandbox
+	if sb != nil && sb.id != "" {
+		a.sandbox = nil // removed before the driver call
+	}
+	a.mu.Unlock()
+	if sb == nil || sb.id == "" {
+		return nil, errNoSandbox()
+	}
+	if err := e.stopSandbox(ctx, key.Name, key.ClientID, sb, "explicit"); err != nil {
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "sandbox stop failed: %s", err)
+	}
+	return map[string]any{"stopped": true, "image": sb.image, "sandbox_id": sb.id}, nil
+}
+
+// stopSandbox stops sb and logs stop and stopped (or error) events.
+func (e *Engine) stopSandbox(ctx context.Context, sessionID, actor string, sb *remoteSandbox, reason string) error {
+	base := map[string]any{"image": sb.image, "sandbox_id": sb.id, "reason": reason, "dispatch": "remote"}
+	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stop", base))
+	err := errNoDriver
+	if e.sandboxes != nil {
+		err = e.sandboxes.Stop(ctx, sb.id)
+	}
+	if err != nil {
+		_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.error", map[string]any{
+			"image": sb.image, "sandbox_id": sb.id, "phase": "stop", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		}))
+		return err
+	}
+	stopped := map[string]any{"unsandboxed": false}
+	for k, v := range base {
+		stopped[k] = v
+	}
+	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stopped", stopped))
+	return nil
+}
+
+func errNoSandbox() error {
+	return baton.Errorf(baton.ECodeNoSandbox, "sandbox_not_running: no remote sandbox is running for this session")
+}
+
+// ExecRemoteSandbox runs a command in the session's remote sandbox.
+func (e *Engine) ExecRemoteSandbox(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
+	a, err := e.driverGate(key, "session.execRemoteSandbox")
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Command any `json:"command"`
+	}
+	_ = json.Unmarshal(params, &p)
+	command, ok := p.Command.(string)
+	if !ok {
+		return nil, invalid(`missing "command"`)
+	}
+	sb := a.runningSandbox()
+	if sb == nil {
+		return nil, errNoSandbox()
+	}
+	res, err := e.sandboxes.Exec(ctx, sb.id, command)
+	if err != nil {
+		_ = e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.sandbox.error", map[string]any{
+			"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		}))
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "sandbox exec failed: %s", err)
+	}
+	return res, nil
+}
+
+// runningSandbox returns the session's started remote sandbox, if any.
+func (a *actor) runningSandbox() *remoteSandbox {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sandbox == nil || a.sandbox.id == "" || a.e.sandboxes == nil {
+		return nil
+	}
+	return a.sandbox
+}
+
+// ReportLocalSandbox records a client-side sandbox lifecycle report.
+func (e *Engine) ReportLocalSandbox(ctx context.Context, key *baton.Key, params json.RawMessage) error {
+	if _, err := e.driverGate(key, "session.reportLocalSandbox"); err != nil {
+		return err
+	}
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(params, &m)
+	var state string
+	if json.Unmarshal(m["state"], &state) != nil || (state != "running" && state != "stopped" && state != "error") {
+		return invalid(`"state" must be "running", "stopped", or "error"`)
+	}
+	unsandboxed := false
+	if raw, ok := m["unsandboxed"]; ok && json.Unmarshal(raw, &unsandboxed) != nil {
+		return invalid(`"unsandboxed" must be a boolean`)
+	}
+	image, hasImage := m["image"]
+	isNull := !hasImage || string(image) == "null"
+	var img any
+	if unsandboxed {
+		if !isNull {
+			return invalid(`"image" must be null when "unsandboxed" is true`)
+		}
+	} else {
+		var s string
+		switch {
+		case isNull:
+			return invalid(`missing "image"`)
+		case json.Unmarshal(image, &s) != nil:
+			return invalid(`"image" must be a string or null`)
+		}
+		img = s
+	}
+	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.sandbox."+state, map[string]any{
+		"dispatch": "local", "image": img, "unsandboxed": unsandboxed,
+		"container_id": rawOrNull(m["container_id"]), "detail": rawOrNull(m["detail"]),
+	}))
+}
+
+// ReportLocalSubagent records a client-side subagent lifecycle report.
+func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params json.RawMessage) error {
+	if _, err := e.driverGate(key, "session.reportLocalSubagent"); err != nil {
+		return err
+	}
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(params, &m)
+	var state string
+	switch _ = json.Unmarshal(m["state"], &state); state {
+	case "start", "running", "completed", "failed", "cancelled":
+	default:
+		return invalid(`"state" must be one of "start", "running", "completed", "failed", "cancelled"`)
+	}
+	fields := map[string]string{}
+	for _, f := range []string{"subagent_id", "harness", "model"} {
+		var v string
+		if json.Unmarshal(m[f], &v) != nil || strings.TrimSpace(v) == "" {
+			return invalid(`missing %q`, f)
+		}
+		fields[f] = v
+	}
+	for _, f := range []string{"detail", "reason"} {
+		if raw, ok := m[f]; ok && string(raw) != "null" {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return invalid(`%q must be a string or null`, f)
+			}
+		}
+	}
+	var exit any
+	if raw, ok := m["exit_code"]; ok {
+		var n int64
+		if json.Unmarshal(raw, &n) != nil || string(raw) == "null" {
+			return invalid(`"exit_code" must be an integer`)
+		}
+		exit = n
+	}
+	p := map[string]any{
+		"dispatch": "local", "subagent_id": fields["subagent_id"], "harness": fields["harness"],
+		"model": fields["model"], "detail": rawOrNull(m["detail"]),
+	}
+	switch state {
+	case "completed":
+		p["exit_code"] = exit
+	case "failed":
+		p["reason"], p["exit_code"] = rawOrNull(m["reason"]), exit
+	case "cancelled":
+		p["reason"] = rawOrNull(m["reason"])
+	}
+	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.subagent."+state, p))
+}
+
+// CancelSubagent cancels a remote subagent of the session. Remote
+// subagents run inside the session's remote sandbox; none is tracked
+// unless one was launched there.
+func (e *Engine) CancelSubagent(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
+	if _, err := e.driverGate(key, "session.cancelSubagent"); err != nil {
+		return nil, err
+	}
+	var p struct {
+		ID any `json:"subagent_id"`
+	}
+	_ = json.Unmarshal(params, &p)
+	id, _ := p.ID.(string)
+	if strings.TrimSpace(id) == "" {
+		return nil, invalid(`missing "subagent_id"`)
+	}
+	return nil, baton.Errorf(baton.ECodeNoSubagent, "subagent_not_found: no tracked subagent %q for this session", id)
+}
+
+// rawOrNull returns raw as a JSON value, or nil (null) when absent.
+func rawOrNull(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
