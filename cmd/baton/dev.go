@@ -161,19 +161,22 @@ func (d *devOptions) seed(ctx context.Context, db baton.Store, r *baton.Registry
 }
 
 func (d *devOptions) banner(w io.Writer, clientURL, adminURL string) {
+	chat := "go run ./cmd/baton chat"
+	if clientURL != "http://127.0.0.1:8080" {
+		chat += " --url " + clientURL
+	}
 	fmt.Fprintf(w, `
 Baton dev server is running (data in ./%s).
 
   client API   %s
   admin API    %s   (admin key in ./%s/admin-key.pem)
-  client key   %s   (profile %q, offline scripted model)
+  client key   %s   (profile %q)
 
-Try it:
-  curl -s -X POST %s/api/v1/sessions \
-    -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{}'
+Next, in another terminal:
+  %s          (then type: call get_time)
   go run ./cmd/baton admin sessions list
 
-`, d.dir, clientURL, adminURL, d.dir, d.clientKey, devProfileName, clientURL, d.clientKey)
+`, d.dir, clientURL, adminURL, d.dir, d.clientKey, devProfileName, chat)
 }
 
 func findProfile(ctx context.Context, db baton.ProfileStore, name string) (*baton.Profile, error) {
