@@ -186,8 +186,16 @@ func TestRPCFraming(t *testing.T) {
 	}
 }
 
-func TestRPCScriptedTurnAndClientTool(t *testing.T) {
-	s := startServer(t)
+func TestRPCScriptedTurnAndClientTool(t *testing.T) { testScriptedTurn(t) }
+
+// TestRPCScriptedTurnOnPostgres runs the session loop on PostgreSQL.
+func TestRPCScriptedTurnOnPostgres(t *testing.T) {
+	dsn := postgresSchema(t)
+	testScriptedTurn(t, func(env map[string]string) { env["BATON_DATABASE_URL"] = dsn })
+}
+
+func testScriptedTurn(t *testing.T, mutate ...func(map[string]string)) {
+	s := startServer(t, mutate...)
 	sid, sk, _ := s.scriptedSession(t, "get_time")
 	res, _ := rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
 	if string(res) != `{"registered":true}` {

@@ -9,8 +9,17 @@ import (
 // openBody is a minimal valid open/join request.
 var openBody = map[string]any{"client_version": "test/1", "tools": []any{map[string]any{"name": "get_time"}}}
 
-func TestSessionLifecycleEndToEnd(t *testing.T) {
-	s := startServer(t)
+func TestSessionLifecycleEndToEnd(t *testing.T) { testSessionLifecycle(t) }
+
+// TestSessionLifecycleOnPostgres runs the same flow with the server on
+// PostgreSQL (BATON_DATABASE_URL) when BATON_TEST_POSTGRES_DSN is set.
+func TestSessionLifecycleOnPostgres(t *testing.T) {
+	dsn := postgresSchema(t)
+	testSessionLifecycle(t, func(env map[string]string) { env["BATON_DATABASE_URL"] = dsn })
+}
+
+func testSessionLifecycle(t *testing.T, mutate ...func(map[string]string)) {
+	s := startServer(t, mutate...)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "claude", "allowed_tools": []any{"get_time"}, "mcp_servers": []any{}})
 	k1ID, k1 := s.clientKey("alice", pro)
 	k2ID, k2 := s.clientKey("bob", pro)
