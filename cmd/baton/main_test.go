@@ -29,7 +29,7 @@ auth_token = "${TEST_ANTHROPIC_KEY}"
 
 // server is a Baton server running in-process on loopback :0 ports.
 type server struct {
-	t         *testing.T
+	t         testing.TB
 	dir       string
 	env       map[string]string
 	clientURL string
@@ -77,7 +77,7 @@ func envFunc(env map[string]string) func(string) string {
 }
 
 // startServer runs `baton serve` in-process and waits until it listens.
-func startServer(t *testing.T, mutate ...func(env map[string]string)) *server {
+func startServer(t testing.TB, mutate ...func(env map[string]string)) *server {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
@@ -90,12 +90,12 @@ func startServer(t *testing.T, mutate ...func(env map[string]string)) *server {
 	return runServer(t, dir, env)
 }
 
-func runServer(t *testing.T, dir string, env map[string]string) *server {
+func runServer(t testing.TB, dir string, env map[string]string) *server {
 	t.Helper()
 	return runServerArgs(t, dir, env, "serve")
 }
 
-func runServerArgs(t *testing.T, dir string, env map[string]string, args ...string) *server {
+func runServerArgs(t testing.TB, dir string, env map[string]string, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, dir: dir, env: env, stderr: &syncBuffer{}, done: make(chan int, 1)}
 	ready := make(chan [2]string, 1)
@@ -139,7 +139,7 @@ type response struct {
 	body   []byte
 }
 
-func (r *response) json(t *testing.T) map[string]any {
+func (r *response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -150,7 +150,7 @@ func (r *response) json(t *testing.T) map[string]any {
 
 // call sends one request; body may be nil, a string (sent verbatim) or a
 // value marshalled to JSON.
-func call(t *testing.T, method, url, token string, body any) *response {
+func call(t testing.TB, method, url, token string, body any) *response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -189,7 +189,7 @@ func call(t *testing.T, method, url, token string, body any) *response {
 }
 
 // mustStatus fails the test unless r has the wanted status.
-func mustStatus(t *testing.T, r *response, want int) {
+func mustStatus(t testing.TB, r *response, want int) {
 	t.Helper()
 	if r.status != want {
 		t.Fatalf("status %d, want %d; body: %s", r.status, want, r.body)
@@ -226,7 +226,7 @@ func (s *server) clientKey(name, profileID string) (string, string) {
 }
 
 // runCLI runs the baton command line in-process.
-func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+func runCLI(t testing.TB, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	c := &cli{getenv: envFunc(env), stdout: &out, stderr: &errb, stdin: strings.NewReader("")}
@@ -237,7 +237,7 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdo
 }
 
 // rawCall sends body verbatim with the given content type ("" for none).
-func rawCall(t *testing.T, method, url, token, contentType, body string) *response {
+func rawCall(t testing.TB, method, url, token, contentType, body string) *response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
