@@ -23,10 +23,13 @@ func (e *Engine) openSession(ctx context.Context, id string) (*baton.Session, er
 	return s, nil
 }
 
-// driverGate enforces the D gate for method.
+// driverGate enforces the D gate for method. It never creates an actor:
+// a session without one has no drivers.
 func (e *Engine) driverGate(key *baton.Key, method string) (*actor, error) {
-	a := e.actorFor(key.Name)
-	if !a.isDriver(key.ClientID) {
+	e.mu.Lock()
+	a := e.actors[key.Name]
+	e.mu.Unlock()
+	if a == nil || !a.isDriver(key.ClientID) {
 		return nil, baton.Errorf(baton.ECodeNotDriver, "call session.registerDriver before %s", method)
 	}
 	return a, nil
