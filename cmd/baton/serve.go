@@ -110,7 +110,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 			baton.ProviderOpenAI:    gpt,
 			baton.ProviderScripted:  scripted.New(),
 		},
-		TurnTimeout:     cfg.TurnTimeout,
+		TurnTimeout:     nonZero(cfg.TurnTimeout), // BAE_TURN_TIMEOUT=0: reclaimable at once
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderRetries: cfg.ProviderRetries,
 		LookupEnv:       c.lookupEnv,
@@ -267,4 +267,12 @@ func activitySummary(ctx context.Context, db baton.Store, log *slog.Logger, ever
 		case <-t.C:
 		}
 	}
+}
+
+// nonZero keeps an explicit zero duration from reading as "default".
+func nonZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Nanosecond
+	}
+	return d
 }
