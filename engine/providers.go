@@ -89,7 +89,7 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, history []baton.Message, t
 				"attempt": attempt, "kind": kind, "provider": entry.Provider, "ok": false,
 				"status": status, "error": perr.Detail, "body": body,
 			})}
-			if attempt == 0 {
+			if attempt == 0 && tc.t.ctx.Err() == nil { // a cancelled turn is not a provider failure
 				evs = append(evs, baton.NewEvent(id, actor, baton.EventSessionError, map[string]any{
 					"reason": "provider_call_failed", "provider": entry.Provider, "detail": perr.Detail,
 				}))

@@ -30,6 +30,7 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	out := newStream(w)
+	defer out.start() // a notification with no output still gets its 200
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -133,6 +134,7 @@ func (c *call) sendMessage() {
 		c.fail(c.rpcError(err))
 		return
 	}
+	c.out.start() // headers go out at once, even while the turn is queued
 	select {
 	case <-turn.Started:
 	case <-c.ctx.Done():
@@ -229,6 +231,9 @@ func (c *call) subscribe() {
 		return
 	}
 	defer feed.Close()
+	// Headers go out only now that the feed is attached, so a client that
+	// sees the response can rely on every later event reaching it.
+	c.out.start()
 	for {
 		n, err := feed.Next(c.ctx)
 		switch {
@@ -257,19 +262,29 @@ func (c *call) subscribe() {
 // stream writes NDJSON frames, flushing each, and remembers a failed write
 // so the handler stops at the first one.
 type stream struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	buf    []byte
-	failed bool
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	buf     []byte
+	started bool
+	failed  bool
 }
 
 func newStream(w http.ResponseWriter) *stream {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush() // headers go out at once, even while a turn is queued
-	return &stream{w: w, rc: rc, buf: make([]byte, 0, 1024)}
+	return &stream{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 1024)}
+}
+
+// start sends the 200 and the NDJSON headers, once.
+func (s *stream) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.w.Header().Set("Content-Type", "application/x-ndjson")
+	s.w.Header().Set("Cache-Control", "no-store")
+	s.w.WriteHeader(http.StatusOK)
+	if s.rc.Flush() != nil {
+		s.failed = true
+	}
 }
 
 // frame writes one frame and a newline.
@@ -285,6 +300,7 @@ func (s *stream) event(ev *baton.Event) bool {
 }
 
 func (s *stream) flush() bool {
+	s.start()
 	if s.failed {
 		return false
 	}
