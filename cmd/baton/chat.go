@@ -122,6 +122,7 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 			return nil
 		}
 		streaming := false
+		var streamed strings.Builder // text streamed by the latest model call
 		reply, err := sess.SendStream(ctx, line, func(ev client.Event) {
 			if ev.Type == client.DeltaType {
 				if !streaming {
@@ -129,7 +130,11 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 					streaming = true
 				}
 				fmt.Fprint(out, ev.Delta)
+				streamed.WriteString(ev.Delta)
 				return
+			}
+			if ev.Type == "provider.request" {
+				streamed.Reset()
 			}
 			if !quiet {
 				if streaming {
@@ -152,7 +157,9 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 		case err != nil:
 			return runtimeErr(err)
 		}
-		fmt.Fprintf(out, "assistant: %s\n", reply.Message.Text())
+		if text := reply.Message.Text(); text != streamed.String() { // already shown as it streamed
+			fmt.Fprintf(out, "assistant: %s\n", text)
+		}
 	}
 }
 
