@@ -11,8 +11,10 @@ import (
 // dispatch runs one server-side tool call and returns its tool_result
 // block. Tool failures are results, never turn errors; only a failure to
 // persist events stops the turn.
-func (tc *turnCtx) dispatch(kind string, u toolUse) (json.RawMessage, error) {
+func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessage, error) {
 	switch kind {
+	case dispatchRegistered:
+		return tc.dispatchRegisteredCall(u, ts.registered[u.Name])
 	case dispatchSandbox:
 		return tc.dispatchSandbox(u)
 	case dispatchSubagent:

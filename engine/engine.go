@@ -47,6 +47,20 @@ type Options struct {
 	// LookupEnv resolves ${VAR} in provider tokens (default os.LookupEnv).
 	LookupEnv func(string) (string, bool)
 	Logger    *slog.Logger
+
+	// Clients persists registered session clients; nil disables them.
+	Clients baton.ClientStore
+	// MaxClients caps a session's live registered clients
+	// (BATON_MAX_CLIENTS_PER_SESSION; default 16).
+	MaxClients int
+	// ClientCallTimeout bounds one registered-client call
+	// (BATON_CLIENT_CALL_TIMEOUT; default 120 s).
+	ClientCallTimeout time.Duration
+	// ClientSweep is how often expired ttl clients are swept (default 1 s;
+	// negative: never, tests call SweepClients).
+	ClientSweep time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Engine implements baton.SessionService and baton.TurnService.
@@ -65,6 +79,13 @@ type Engine struct {
 	lookupEnv       func(string) (string, bool)
 	log             *slog.Logger
 	now             func() time.Time
+
+	clients     baton.ClientStore
+	maxClients  int
+	callTimeout time.Duration
+	cmu         sync.Mutex
+	regs        map[string]*regClient // registered client id → runtime
+	sweepDone   chan struct{}
 
 	ctx        context.Context // writes of running turns; lives until Close is done
 	turnCtx    context.Context // parent of every turn; cancelled first at Close
@@ -90,7 +111,18 @@ func New(opts Options) *Engine {
 		turnTimeout: opts.TurnTimeout, providerTimeout: opts.ProviderTimeout,
 		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
 		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
-		actors: make(map[string]*actor),
+		actors:  make(map[string]*actor),
+		clients: opts.Clients, maxClients: opts.MaxClients, callTimeout: opts.ClientCallTimeout,
+		regs: make(map[string]*regClient),
+	}
+	if opts.Now != nil {
+		e.now = opts.Now
+	}
+	if e.maxClients <= 0 {
+		e.maxClients = baton.DefaultMaxClients
+	}
+	if e.callTimeout <= 0 {
+		e.callTimeout = baton.DefaultClientCallTimeout
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -118,6 +150,16 @@ func New(opts Options) *Engine {
 	}
 	e.ctx, e.stopWrites = context.WithCancel(context.Background())
 	e.turnCtx, e.stopTurns = context.WithCancel(context.Background())
+	if every := opts.ClientSweep; e.clients != nil && every >= 0 {
+		if every == 0 {
+			every = time.Second
+		}
+		e.sweepDone = make(chan struct{})
+		go func() {
+			defer close(e.sweepDone)
+			e.sweep(e.turnCtx, every)
+		}()
+	}
 	return e
 }
 
@@ -125,6 +167,9 @@ func New(opts Options) *Engine {
 // and drops all runtime state.
 func (e *Engine) Close() error {
 	e.stopTurns()
+	if e.sweepDone != nil {
+		<-e.sweepDone
+	}
 	e.mu.Lock()
 	actors := e.actors
 	e.actors = make(map[string]*actor)

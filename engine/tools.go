@@ -14,6 +14,9 @@ type toolset struct {
 	client   map[string]bool
 	sandbox  map[string]bool
 	subagent map[string]bool
+	// registered routes client__{name}__{tool} names to live registered
+	// clients; rebuilt before every model call (withRegistered).
+	registered map[string]regTarget
 }
 
 // toolsFor snapshots the acting client key's tools at the start of a turn.
@@ -54,6 +57,9 @@ func (ts *toolset) classify(name string) string {
 		return dispatchSandbox
 	case ts.subagent[name] || name == reservedToolName:
 		return dispatchSubagent
+	}
+	if _, ok := ts.registered[name]; ok {
+		return dispatchRegistered
 	}
 	return dispatchMCP
 }

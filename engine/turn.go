@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"github.com/baton-engine/baton"
 )
@@ -25,10 +26,12 @@ const cancelledText = "The turn was cancelled."
 // turnCtx carries one running turn: its events, in order, and the write
 // context that outlives a cancelled turn.
 type turnCtx struct {
-	e      *Engine
-	a      *actor
-	t      *turnRun
-	wctx   context.Context // for writes: ends only at engine shutdown
+	e    *Engine
+	a    *actor
+	t    *turnRun
+	wctx context.Context // for writes: ends only at engine shutdown
+
+	mu     sync.Mutex // concurrent dispatchers emit through it
 	events []*baton.Event
 }
 
@@ -37,6 +40,8 @@ var errLoop = baton.Errorf(baton.ECodeSessionFailed, "session loop failed")
 
 // emit appends events and records them as this request's.
 func (tc *turnCtx) emit(evs ...*baton.Event) error {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
 	if err := tc.e.store.Append(tc.wctx, evs...); err != nil {
 		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
 		return errLoop
@@ -170,9 +175,13 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 
 // loop runs provider iterations until the model stops calling server
 // tools, a client tool pauses the turn, or the iteration cap is hit.
-func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, tools *toolset) (*baton.TurnResult, *parked) {
+func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, base *toolset) (*baton.TurnResult, *parked) {
 	t, id := tc.t, tc.a.id
 	for iter := 0; iter < prof.Iterations(); iter++ {
+		tools, err := tc.withRegistered(base)
+		if err != nil {
+			return &baton.TurnResult{Err: err}, nil
+		}
 		content, res := tc.callProviders(prof, history, tools.defs)
 		if res != nil {
 			return res, nil
@@ -200,16 +209,9 @@ func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, tools *too
 		if err := tc.emit(calls...); err != nil {
 			return &baton.TurnResult{Err: err}, nil
 		}
-		var results []json.RawMessage
-		for i, u := range uses {
-			if kinds[i] == dispatchClient {
-				continue
-			}
-			r, err := tc.dispatch(kinds[i], u)
-			if err != nil {
-				return &baton.TurnResult{Err: err}, nil
-			}
-			results = append(results, r)
+		results, err := tc.dispatchAll(uses, kinds, tools)
+		if err != nil {
+			return &baton.TurnResult{Err: err}, nil
 		}
 		if t.ctx.Err() != nil {
 			return tc.reply(cancelledText), nil
@@ -229,6 +231,36 @@ func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, tools *too
 			userResults(results))
 	}
 	return tc.fail(map[string]any{"reason": "loop_limit", "max_iterations": prof.Iterations()}), nil
+}
+
+// dispatchAll runs the server-side calls of one assistant message
+// concurrently, across dispatchers, and returns their results in tool_use
+// order.
+func (tc *turnCtx) dispatchAll(uses []toolUse, kinds []string, ts *toolset) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(uses))
+	errs := make([]error, len(uses))
+	var wg sync.WaitGroup
+	for i, u := range uses {
+		if kinds[i] == dispatchClient {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = tc.dispatch(kinds[i], u, ts)
+		}()
+	}
+	wg.Wait()
+	var results []json.RawMessage
+	for i := range uses {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if kinds[i] != dispatchClient {
+			results = append(results, out[i])
+		}
+	}
+	return results, nil
 }
 
 // tagDispatch adds each tool_use block's dispatch tag to content.

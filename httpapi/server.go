@@ -20,6 +20,20 @@ type Options struct {
 	Events    baton.EventLog
 	Turns     baton.TurnService    // the JSON-RPC session loop
 	Sandboxes baton.SandboxService // its sandbox and subagent methods
+
+	// Clients and V1Store serve the /v1 registered-client routes; both
+	// nil leaves them unrouted.
+	Clients baton.ClientService
+	V1Store V1Store
+
+	// Guards in front of every route (spec/clients.md): idempotency
+	// receipts (nil: Idempotency-Key is ignored), the per-credential rate
+	// limit (RateLimit requests/s with RateBurst; 0 turns it off) and the
+	// minimum Client-Version (nil: no check).
+	Receipts         baton.ReceiptStore
+	RateLimit        float64
+	RateBurst        int
+	MinClientVersion *httpx.Version
 }
 
 // Server is the client-port HTTP server. Open, URL, Shutdown and Close come
@@ -40,7 +54,11 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: log}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = httpx.AccessLog(log, httpx.Routes(mux))
+	var h http.Handler = httpx.Routes(mux)
+	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log}, h)
+	h = httpx.ClientVersion(opts.MinClientVersion, h)
+	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
+	s.handler = httpx.AccessLog(log, h)
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
 	return s
 }
@@ -59,6 +77,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /api/v1/sessions/{id}/events", s.events)
 	s.handle(mux, "DELETE /api/v1/sessions/{id}", s.closeSession)
 	mux.HandleFunc("POST /api/v1/sessions/{id}/rpc", s.rpc)
+	s.v1Routes(mux)
 }
 
 // handle registers h under pattern with the shared error rendering.

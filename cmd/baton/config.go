@@ -15,29 +15,32 @@ import (
 // serveConfig is the process configuration of `serve` and `dev`, built from
 // defaults < environment < flags. bae-config.toml is loaded separately.
 type serveConfig struct {
-	Addr             string
-	AdminAddr        string
-	DBPath           string
-	DatabaseURL      string // BATON_DATABASE_URL; a postgres:// URL selects PostgreSQL
-	ConfigPath       string
-	LogLevel         slog.Level
-	LogFormat        string // text | json
-	ShutdownTimeout  time.Duration
-	TurnTimeout      time.Duration
-	SubagentTimeout  time.Duration
-	ProviderTimeout  time.Duration
-	ProviderRetries  int
-	MaxSubagents     int
-	AdminKeyFile     string
-	AdminKeyHashFile string
-	DisableAdminAuth bool
-	RotateAdminKey   bool
-	SandboxDriver    string
-	RootfsDir        string
-	DockerSocket     string
-	MaxBodyBytes     int64
-	ReadyFile        string
-	Check            bool
+	Addr              string
+	AdminAddr         string
+	DBPath            string
+	DatabaseURL       string // BATON_DATABASE_URL; a postgres:// URL selects PostgreSQL
+	ConfigPath        string
+	LogLevel          slog.Level
+	LogFormat         string // text | json
+	ShutdownTimeout   time.Duration
+	TurnTimeout       time.Duration
+	SubagentTimeout   time.Duration
+	ProviderTimeout   time.Duration
+	ProviderRetries   int
+	MaxSubagents      int
+	MaxClients        int           // BATON_MAX_CLIENTS_PER_SESSION
+	ClientCallTimeout time.Duration // BATON_CLIENT_CALL_TIMEOUT
+	AdminKeyFile      string
+	AdminKeyHashFile  string
+	DisableAdminAuth  bool
+	RotateAdminKey    bool
+	SandboxDriver     string
+	RootfsDir         string
+	DockerSocket      string
+	MaxBodyBytes      int64
+	ReadyFile         string
+	Check             bool
+	Limits            limitConfig // rate limit, Client-Version, receipts
 }
 
 // serveFlags holds the command-line flags shared by the root command,
@@ -60,20 +63,22 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 // is a configuration error (exit 2).
 func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, error) {
 	c := &serveConfig{
-		Addr:             "0.0.0.0:8080",
-		AdminAddr:        "127.0.0.1:8081",
-		DBPath:           "/var/lib/bae/bae.db",
-		LogLevel:         slog.LevelInfo,
-		LogFormat:        "text",
-		ShutdownTimeout:  30 * time.Second,
-		TurnTimeout:      120 * time.Second,
-		SubagentTimeout:  600 * time.Second,
-		ProviderTimeout:  120 * time.Second,
-		MaxSubagents:     8,
-		AdminKeyFile:     "/var/lib/bae/admin-key.pem",
-		AdminKeyHashFile: "/var/lib/bae/admin-key-hash.pem",
-		SandboxDriver:    "docker",
-		MaxBodyBytes:     1 << 20,
+		Addr:              "0.0.0.0:8080",
+		AdminAddr:         "127.0.0.1:8081",
+		DBPath:            "/var/lib/bae/bae.db",
+		LogLevel:          slog.LevelInfo,
+		LogFormat:         "text",
+		ShutdownTimeout:   30 * time.Second,
+		TurnTimeout:       120 * time.Second,
+		SubagentTimeout:   600 * time.Second,
+		ProviderTimeout:   120 * time.Second,
+		MaxSubagents:      8,
+		MaxClients:        16,
+		ClientCallTimeout: 120 * time.Second,
+		AdminKeyFile:      "/var/lib/bae/admin-key.pem",
+		AdminKeyHashFile:  "/var/lib/bae/admin-key-hash.pem",
+		SandboxDriver:     "docker",
+		MaxBodyBytes:      1 << 20,
 	}
 	var errs []error
 	str := func(name string, dst *string) {
@@ -112,6 +117,14 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	secs("BAE_TURN_TIMEOUT", &c.TurnTimeout)
 	secs("BAE_SUBAGENT_TIMEOUT", &c.SubagentTimeout)
 	secs("BATON_PROVIDER_TIMEOUT", &c.ProviderTimeout)
+	secs("BATON_CLIENT_CALL_TIMEOUT", &c.ClientCallTimeout)
+	if v := strings.TrimSpace(getenv("BATON_MAX_CLIENTS_PER_SESSION")); v != "" {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			errs = append(errs, fmt.Errorf("BATON_MAX_CLIENTS_PER_SESSION: %q is not a positive whole number", v))
+		}
+		c.MaxClients = int(n)
+	}
 	if v := strings.TrimSpace(getenv("BATON_PROVIDER_RETRIES")); v != "" {
 		n, err := strconv.ParseUint(v, 10, 8)
 		if err != nil {
@@ -179,6 +192,9 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	if c.RotateAdminKey && c.DisableAdminAuth {
 		errs = append(errs, errors.New("--rotate-admin-key cannot be combined with disabled admin authentication"))
 	}
+	limits, err := loadLimits(getenv)
+	c.Limits = limits
+	errs = append(errs, err)
 	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		errs = append(errs, fmt.Errorf("BATON_DATABASE_URL: must be a postgres:// URL (use BAE_DB_PATH for SQLite)"))
 	}

@@ -75,6 +75,7 @@ func (d *devOptions) adjust(cfg *serveConfig, f *serveFlags) {
 	if unset("BAE_SANDBOX_DRIVER") {
 		cfg.SandboxDriver = "process"
 	}
+	cfg.Limits.RateLimit = 0 // dev never rate-limits
 }
 
 // addProviders makes sure the registry has the offline scripted provider,

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-engine/baton/engine"
 	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/hub"
+	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/baton-engine/baton/provider/anthropic"
 	"github.com/baton-engine/baton/provider/openai"
 	"github.com/baton-engine/baton/provider/scripted"
@@ -114,6 +115,10 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		ProviderTimeout: cfg.ProviderTimeout,
 		ProviderRetries: cfg.ProviderRetries,
 		LookupEnv:       c.lookupEnv,
+
+		Clients:           db,
+		MaxClients:        cfg.MaxClients,
+		ClientCallTimeout: cfg.ClientCallTimeout,
 	})
 	defer eng.Close()
 
@@ -126,6 +131,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	client := httpapi.New(httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
+		Clients: eng, V1Store: db,
+		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
+		MinClientVersion: cfg.Limits.MinClientVersion,
 	})
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {
@@ -136,6 +144,13 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Auth: adminAuth, Store: db, Sessions: eng, Images: prov,
 		Registry: registry, RedactedConfig: file.Redacted(),
 	})
+	sweeper := httpx.NewReceiptSweeper(httpx.SweeperOptions{
+		Receipts: db, Interval: cfg.Limits.SweepInterval, Retention: cfg.Limits.Retention, Logger: log,
+	})
+	if err := sweeper.Open(ctx); err != nil {
+		return runtimeErr(err)
+	}
+	defer sweeper.Close()
 	if err := client.Open(ctx); err != nil {
 		return runtimeErr(fmt.Errorf("client listener: %w", err))
 	}

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/baton-engine/baton"
+)
+
+// Registered session clients (spec/clients.md): the durable part lives in
+// the ClientStore; this file keeps each client's runtime — its unanswered
+// calls and open calls streams — and implements baton.ClientService.
+
+var _ baton.ClientService = (*Engine)(nil)
+
+// maxDone bounds how many finished call ids a client remembers, so a late
+// second result gets {"accepted":false} rather than 404.
+const maxDone = 4096
+
+// regClient is one registered client's runtime.
+type regClient struct {
+	mu      sync.Mutex
+	queue   []*pendingCall // unanswered calls, oldest first
+	done    map[string]bool
+	streams int
+	wake    chan struct{} // closed and replaced whenever queue grows
+	gone    chan struct{} // closed once the client expires or is deleted
+	isGone  bool
+}
+
+// pendingCall is one call waiting for its client's result.
+type pendingCall struct {
+	call baton.ClientCall
+	res  chan baton.ClientResult // buffered: the first result lands here
+}
+
+// reg returns the runtime of client id, creating it on first use.
+func (e *Engine) reg(id string) *regClient {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	rc := e.regs[id]
+	if rc == nil {
+		rc = &regClient{done: map[string]bool{}, wake: make(chan struct{}), gone: make(chan struct{})}
+		e.regs[id] = rc
+	}
+	return rc
+}
+
+// streaming reports whether client id has an open calls stream here.
+func (e *Engine) streaming(id string) bool {
+	e.cmu.Lock()
+	rc := e.regs[id]
+	e.cmu.Unlock()
+	if rc == nil {
+		return false
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.streams > 0
+}
+
+// add queues pc unless the client is gone.
+func (rc *regClient) add(pc *pendingCall) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.isGone {
+		return false
+	}
+	rc.queue = append(rc.queue, pc)
+	close(rc.wake)
+	rc.wake = make(chan struct{})
+	return true
+}
+
+// take removes call id from the queue and remembers it as finished; false
+// when it was not waiting.
+func (rc *regClient) take(id string) (*pendingCall, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for i, pc := range rc.queue {
+		if pc.call.CallID == id {
+			rc.queue = append(rc.queue[:i:i], rc.queue[i+1:]...)
+			if len(rc.done) >= maxDone {
+				rc.done = map[string]bool{}
+			}
+			rc.done[id] = true
+			return pc, true
+		}
+	}
+	return nil, false
+}
+
+// end marks the client gone: its streams end and its waiting calls fail.
+func (rc *regClient) end() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !rc.isGone {
+		rc.isGone = true
+		close(rc.gone)
+	}
+}
+
+// ended is called after a client was marked gone in the store.
+func (e *Engine) ended(id string) {
+	e.reg(id).end()
+}
+
+// RegisterClient registers a client on an open session.
+func (e *Engine) RegisterClient(ctx context.Context, sessionID, actor string, reg *baton.ClientRegistration) (*baton.RegisteredClient, error) {
+	c := &baton.RegisteredClient{
+		SessionID: sessionID, RequestedName: reg.Name, Tools: reg.Tools, TTLSeconds: reg.TTLSeconds,
+		CreatedAt: e.clock(),
+	}
+	err := e.clients.CreateClient(ctx, c, e.maxClients, func(c *baton.RegisteredClient) *baton.Event {
+		lifetime := map[string]any{"type": "never"}
+		var exp any
+		if c.TTLSeconds > 0 {
+			lifetime = map[string]any{"type": "ttl", "data": map[string]any{"seconds": c.TTLSeconds}}
+			exp = baton.FormatTime(*c.ExpiresAt)
+		}
+		return baton.NewEvent(sessionID, actor, baton.EventClientRegister, map[string]any{
+			"client_id": c.ID, "name": c.Name, "requested_name": c.RequestedName,
+			"tools": c.ToolNames(), "lifetime": lifetime, "expires_at": exp,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("client registered", "session_id", sessionID, "client_id", c.ID, "name", c.Name)
+	return c, nil
+}
+
+// Clients lists the session's live clients.
+func (e *Engine) Clients(ctx context.Context, sessionID string) ([]*baton.RegisteredClient, error) {
+	all, err := e.clients.LiveClients(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	now := e.clock()
+	out := all[:0]
+	for _, c := range all {
+		if c.Live(now) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// PingClient extends a live client; an expired one is not found even
+// before the sweeper ends it.
+func (e *Engine) PingClient(ctx context.Context, sessionID, clientID string) (*baton.RegisteredClient, error) {
+	now := e.clock()
+	c, err := e.clients.Client(ctx, sessionID, clientID)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Live(now) && !e.streaming(clientID) {
+		return nil, baton.Errorf(baton.ECodeNotFound, "no client %s", clientID)
+	}
+	return e.clients.PingClient(ctx, sessionID, clientID, now)
+}
+
+// ReplaceClientTools replaces a live client's tools; the next model call
+// sees them.
+func (e *Engine) ReplaceClientTools(ctx context.Context, sessionID, clientID, actor string, tools []baton.ClientTool) error {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	ev := baton.NewEvent(sessionID, actor, baton.EventClientTools, map[string]any{"client_id": clientID, "tools": names})
+	return e.clients.SetRegisteredTools(ctx, sessionID, clientID, tools, e.clock(), ev)
+}
+
+// DeleteClient removes a client at once; its pending calls fail.
+func (e *Engine) DeleteClient(ctx context.Context, sessionID, clientID, actor string) error {
+	return e.endClient(ctx, sessionID, clientID, actor, baton.ClientGoneDeleted)
+}
+
+func (e *Engine) endClient(ctx context.Context, sessionID, clientID, actor, reason string) error {
+	ev := baton.NewEvent(sessionID, actor, baton.EventClientExpire, map[string]any{"client_id": clientID, "reason": reason})
+	ok, err := e.clients.EndClient(ctx, sessionID, clientID, reason, e.clock(), ev)
+	if err != nil {
+		return err
+	}
+	e.ended(clientID)
+	if !ok {
+		return baton.Errorf(baton.ECodeNotFound, "no client %s", clientID)
+	}
+	e.log.Info("client ended", "session_id", sessionID, "client_id", clientID, "reason", reason)
+	return nil
+}
+
+// ClientCalls opens a calls stream. Opening counts as a ping; while it is
+// open the sweeper keeps the client alive; closing it pings again.
+func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*baton.CallFeed, error) {
+	if _, err := e.PingClient(ctx, sessionID, clientID); err != nil {
+		return nil, err
+	}
+	rc := e.reg(clientID)
+	rc.mu.Lock()
+	rc.streams++
+	rc.mu.Unlock()
+	sent := map[string]bool{}
+	var once sync.Once
+	next := func(ctx context.Context) (*baton.ClientCall, error) {
+		for {
+			rc.mu.Lock()
+			if rc.isGone {
+				rc.mu.Unlock()
+				return nil, nil
+			}
+			for _, pc := range rc.queue {
+				if !sent[pc.call.CallID] {
+					sent[pc.call.CallID] = true
+					c := pc.call
+					rc.mu.Unlock()
+					return &c, nil
+				}
+			}
+			wake := rc.wake
+			rc.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-rc.gone:
+			case <-wake:
+			}
+		}
+	}
+	closeFn := func() {
+		once.Do(func() {
+			rc.mu.Lock()
+			rc.streams--
+			gone := rc.isGone
+			rc.mu.Unlock()
+			if !gone {
+				_, _ = e.clients.PingClient(e.ctx, sessionID, clientID, e.clock())
+			}
+		})
+	}
+	return &baton.CallFeed{Next: next, Close: closeFn}, nil
+}
+
+// ClientResult delivers a call's result; only the first one counts.
+func (e *Engine) ClientResult(ctx context.Context, sessionID, clientID, callID string, r baton.ClientResult) (bool, error) {
+	if _, err := e.clients.Client(ctx, sessionID, clientID); err != nil {
+		return false, err
+	}
+	rc := e.reg(clientID)
+	pc, ok := rc.take(callID)
+	if !ok {
+		rc.mu.Lock()
+		known := rc.done[callID]
+		rc.mu.Unlock()
+		if known {
+			return false, nil
+		}
+		return false, baton.Errorf(baton.ECodeNotFound, "no call %s", callID)
+	}
+	pc.res <- r
+	return true, nil
+}
+
+// SweepClients ends every ttl client whose expiry has passed, except those
+// with an open calls stream here, which count as pinged. It is what the
+// sweeper runs; tests call it directly.
+func (e *Engine) SweepClients(ctx context.Context) error {
+	now := e.clock()
+	due, err := e.clients.DueClients(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, c := range due {
+		if e.streaming(c.ID) {
+			if _, err := e.clients.PingClient(ctx, c.SessionID, c.ID, now); err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+				return err
+			}
+			continue
+		}
+		err := e.endClient(ctx, c.SessionID, c.ID, "", baton.ClientGoneTTL)
+		if err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweep runs SweepClients every interval until ctx ends.
+func (e *Engine) sweep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := e.SweepClients(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("client sweep", "err", err)
+			}
+		}
+	}
+}
+
+// clock is the engine's time for client lifetimes, at store precision.
+func (e *Engine) clock() time.Time { return e.now().UTC().Truncate(time.Millisecond) }

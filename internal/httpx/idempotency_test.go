@@ -1,0 +1,451 @@
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-engine/baton"
+	"github.com/google/go-cmp/cmp"
+)
+
+// memReceipts is an in-memory baton.ReceiptStore.
+type memReceipts struct {
+	mu   sync.Mutex
+	m    map[[2]string]*baton.Receipt
+	fail error // BeginReceipt's error when set
+}
+
+func newMemReceipts() *memReceipts { return &memReceipts{m: map[[2]string]*baton.Receipt{}} }
+
+func (s *memReceipts) BeginReceipt(_ context.Context, scope, key, fp string) (*baton.Receipt, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, false, s.fail
+	}
+	if r, ok := s.m[[2]string{scope, key}]; ok {
+		c := *r
+		return &c, false, nil
+	}
+	r := &baton.Receipt{Scope: scope, Key: key, Fingerprint: fp, State: baton.ReceiptInFlight, CreatedAt: time.Now()}
+	s.m[[2]string{scope, key}] = r
+	c := *r
+	return &c, true, nil
+}
+
+func (s *memReceipts) CompleteReceipt(_ context.Context, scope, key string, status int, ct string, body []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[[2]string{scope, key}]
+	if !ok || r.State != baton.ReceiptInFlight {
+		return baton.Errorf(baton.ECodeNotFound, "no receipt")
+	}
+	r.State, r.Status, r.ContentType, r.Body = baton.ReceiptDone, status, ct, append([]byte(nil), body...)
+	return nil
+}
+
+func (s *memReceipts) AbandonReceipt(_ context.Context, scope, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.m[[2]string{scope, key}]; ok && r.State == baton.ReceiptInFlight {
+		delete(s.m, [2]string{scope, key})
+	}
+	return nil
+}
+
+func (s *memReceipts) SweepReceipts(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (s *memReceipts) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// stubHandler answers every request from a table keyed by path and counts
+// the executions; /fail answers 500, /slow waits for release.
+type stubHandler struct {
+	runs    atomic.Int64
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *stubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := h.runs.Add(1)
+	body := readAll(r)
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/fail"):
+		http.Error(w, "boom", http.StatusInternalServerError)
+		return
+	case strings.HasSuffix(r.URL.Path, "/slow"):
+		h.started <- struct{}{}
+		<-h.release
+	case strings.HasSuffix(r.URL.Path, "/gone"):
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	out, _ := json.Marshal(map[string]any{"run": n, "echo": body})
+	// A session_key and a key in the middle: the replay must drop them and
+	// keep the rest in order.
+	_, _ = w.Write([]byte(`{"session_id":"ses_1","session_key":"bae_ses_secret","key":"bae_x","data":` + string(out) + `}`))
+}
+
+func readAll(r *http.Request) string {
+	var sb strings.Builder
+	buf := make([]byte, 512)
+	for {
+		n, err := r.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			return sb.String()
+		}
+	}
+}
+
+type idemReq struct {
+	method, path, key, token, body string
+}
+
+func (q idemReq) do(h http.Handler) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(q.method, q.path, strings.NewReader(q.body))
+	if q.key != "-" {
+		r.Header.Set(IdempotencyKeyHeader, q.key)
+	}
+	if q.token != "" {
+		r.Header.Set("Authorization", "Bearer "+q.token)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestIdempotency(t *testing.T) {
+	const first = `{"session_id":"ses_1","session_key":"bae_ses_secret","key":"bae_x","data":{"echo":"{\"a\":1,\"b\":[1,2]}","run":1}}`
+	const replayed = `{"session_id":"ses_1","data":{"echo":"{\"a\":1,\"b\":[1,2]}","run":1}}`
+	base := idemReq{"POST", "/v1/sessions/s1/clients", "k1", "tok", `{"a":1,"b":[1,2]}`}
+	with := func(f func(*idemReq)) idemReq { q := base; f(&q); return q }
+	type step struct {
+		req      idemReq
+		status   int
+		body     string // exact when set
+		contains string
+		replayed bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		runs  int64
+	}{
+		{"first then replay omits secrets", []step{
+			{req: base, status: 201, body: first},
+			{req: base, status: 201, body: replayed, replayed: true},
+			{req: base, status: 201, body: replayed, replayed: true},
+		}, 1},
+		{"canonical body: member order and spaces do not matter", []step{
+			{req: base, status: 201},
+			{req: with(func(q *idemReq) { q.body = ` { "b" : [1, 2], "a":1 } ` }), status: 201, replayed: true},
+		}, 1},
+		{"different body is 409 conflict on /v1", []step{
+			{req: base, status: 201},
+			{req: with(func(q *idemReq) { q.body = `{"a":2}` }), status: 409,
+				body: `{"error":{"code":"conflict","message":"Idempotency-Key was already used for a different request"}}`},
+		}, 1},
+		{"different body is idempotency_conflict on /api/v1", []step{
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions" }), status: 201},
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions"; q.body = `{}` }), status: 409, contains: `"type":"idempotency_conflict"`},
+		}, 1},
+		{"join is covered", []step{
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions/ses_1/join" }), status: 201},
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions/ses_1/join" }), status: 201, replayed: true},
+		}, 1},
+		{"another caller has its own scope", []step{
+			{req: base, status: 201},
+			{req: with(func(q *idemReq) { q.token = "other" }), status: 201, contains: `"run":2`},
+		}, 2},
+		{"another path has its own scope", []step{
+			{req: base, status: 201},
+			{req: with(func(q *idemReq) { q.path = "/v1/sessions/s2/clients" }), status: 201, contains: `"run":2`},
+		}, 2},
+		{"5xx is not saved, the retry executes", []step{
+			{req: with(func(q *idemReq) { q.path = "/v1/x/fail" }), status: 500},
+			{req: with(func(q *idemReq) { q.path = "/v1/x/fail" }), status: 500},
+		}, 2},
+		{"204 replays without a body", []step{
+			{req: with(func(q *idemReq) { q.method = "DELETE"; q.path = "/v1/x/gone"; q.body = "" }), status: 204},
+			{req: with(func(q *idemReq) { q.method = "DELETE"; q.path = "/v1/x/gone"; q.body = "" }), status: 204, body: "", replayed: true},
+		}, 1},
+		{"PUT under /v1 is covered", []step{
+			{req: with(func(q *idemReq) { q.method = "PUT" }), status: 201},
+			{req: with(func(q *idemReq) { q.method = "PUT" }), status: 201, replayed: true},
+		}, 1},
+		{"non-JSON body is hashed raw", []step{
+			{req: with(func(q *idemReq) { q.body = "not json" }), status: 201},
+			{req: with(func(q *idemReq) { q.body = "not json" }), status: 201, replayed: true},
+			{req: with(func(q *idemReq) { q.body = "not json " }), status: 409},
+		}, 1},
+		{"empty key is 400 on /v1", []step{
+			{req: with(func(q *idemReq) { q.key = "" }), status: 400,
+				body: `{"error":{"code":"invalid_request","message":"Idempotency-Key must be 1 to 255 visible ASCII characters"}}`},
+		}, 0},
+		{"256-char key is 400 bad_request on /api/v1", []step{
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions"; q.key = strings.Repeat("k", 256) }), status: 400, contains: `"type":"bad_request"`},
+		}, 0},
+		{"255-char key is accepted", []step{
+			{req: with(func(q *idemReq) { q.key = strings.Repeat("k", 255) }), status: 201},
+			{req: with(func(q *idemReq) { q.key = strings.Repeat("k", 255) }), status: 201, replayed: true},
+		}, 1},
+		{"no key: every request executes", []step{
+			{req: with(func(q *idemReq) { q.key = "-" }), status: 201},
+			{req: with(func(q *idemReq) { q.key = "-" }), status: 201, body: strings.Replace(first, `"run":1`, `"run":2`, 1)},
+		}, 2},
+		{"no bearer: passes through", []step{
+			{req: with(func(q *idemReq) { q.token = "" }), status: 201},
+			{req: with(func(q *idemReq) { q.token = "" }), status: 201, contains: `"run":2`},
+		}, 2},
+		{"rpc is never covered", []step{
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions/ses_1/rpc" }), status: 201},
+			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions/ses_1/rpc" }), status: 201, contains: `"run":2`},
+		}, 2},
+		{"other /api/v1 routes are not covered", []step{
+			{req: with(func(q *idemReq) { q.method = "DELETE"; q.path = "/api/v1/sessions/ses_1" }), status: 201},
+			{req: with(func(q *idemReq) { q.method = "DELETE"; q.path = "/api/v1/sessions/ses_1" }), status: 201, contains: `"run":2`},
+		}, 2},
+		{"GET under /v1 is not covered", []step{
+			{req: with(func(q *idemReq) { q.method = "GET" }), status: 201},
+			{req: with(func(q *idemReq) { q.method = "GET" }), status: 201, contains: `"run":2`},
+		}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubHandler{}
+			h := Idempotency(IdempotencyOptions{Receipts: newMemReceipts()}, stub)
+			for i, s := range tc.steps {
+				w := s.req.do(h)
+				if w.Code != s.status {
+					t.Fatalf("step %d: status %d, want %d; body %s", i, w.Code, s.status, w.Body)
+				}
+				if s.body != "" || (s.replayed && s.status == 204) {
+					if got := w.Body.String(); got != s.body {
+						t.Fatalf("step %d: body\n%s\nwant\n%s", i, got, s.body)
+					}
+				}
+				if !strings.Contains(w.Body.String(), s.contains) {
+					t.Fatalf("step %d: body %s does not contain %s", i, w.Body, s.contains)
+				}
+				if got := w.Header().Get(ReplayedHeader) == "true"; got != s.replayed {
+					t.Fatalf("step %d: replayed header %v, want %v", i, got, s.replayed)
+				}
+				if s.replayed && w.Code != 204 && w.Header().Get("Content-Type") != "application/json" {
+					t.Fatalf("step %d: replay content type %q", i, w.Header().Get("Content-Type"))
+				}
+			}
+			if got := stub.runs.Load(); got != tc.runs {
+				t.Fatalf("handler ran %d times, want %d", got, tc.runs)
+			}
+		})
+	}
+}
+
+func TestIdempotencyInFlight(t *testing.T) {
+	stub := &stubHandler{started: make(chan struct{}), release: make(chan struct{})}
+	rs := newMemReceipts()
+	h := Idempotency(IdempotencyOptions{Receipts: rs}, stub)
+	slow := idemReq{"POST", "/v1/x/slow", "k", "tok", `{}`}
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- slow.do(h) }()
+	<-stub.started
+	for _, path := range []string{"/v1/x/slow", "/api/v1/sessions"} {
+		q := slow
+		q.path = path
+		if path != slow.path {
+			// Put an in-flight receipt for the /api/v1 path in place by hand.
+			_, _, _ = rs.BeginReceipt(context.Background(), receiptScope("tok", "POST", path), "k", Fingerprint("POST", path, []byte(`{}`)))
+		}
+		w := q.do(h)
+		if w.Code != 409 {
+			t.Fatalf("%s while in flight: %d %s", path, w.Code, w.Body)
+		}
+		if !strings.Contains(w.Body.String(), "still in flight") {
+			t.Fatalf("%s: body %s", path, w.Body)
+		}
+	}
+	close(stub.release)
+	if w := <-done; w.Code != 201 {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	if w := slow.do(h); w.Code != 201 || w.Header().Get(ReplayedHeader) != "true" {
+		t.Fatalf("after completion: %d replayed=%q", w.Code, w.Header().Get(ReplayedHeader))
+	}
+	if n := stub.runs.Load(); n != 1 {
+		t.Fatalf("runs = %d", n)
+	}
+}
+
+func TestIdempotencyPanicAbandons(t *testing.T) {
+	rs := newMemReceipts()
+	h := Idempotency(IdempotencyOptions{Receipts: rs}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("handler bug")
+	}))
+	func() {
+		defer func() { _ = recover() }()
+		idemReq{"POST", "/v1/x", "k", "tok", `{}`}.do(h)
+	}()
+	if n := rs.len(); n != 0 {
+		t.Fatalf("%d receipts left after a panic, want 0", n)
+	}
+}
+
+func TestIdempotencyUnauthorizedNotSaved(t *testing.T) {
+	rs := newMemReceipts()
+	h := Idempotency(IdempotencyOptions{Receipts: rs}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	idemReq{"POST", "/v1/x", "k", "bad", `{}`}.do(h)
+	if n := rs.len(); n != 0 {
+		t.Fatalf("a 401 left %d receipts", n)
+	}
+}
+
+func TestIdempotencyStoreError(t *testing.T) {
+	rs := newMemReceipts()
+	rs.fail = errors.New("database is on fire")
+	stub := &stubHandler{}
+	h := Idempotency(IdempotencyOptions{Receipts: rs}, stub)
+	w := idemReq{"POST", "/v1/x", "k", "tok", `{}`}.do(h)
+	if w.Code != 500 || strings.Contains(w.Body.String(), "fire") || !strings.Contains(w.Body.String(), `"code":"internal"`) {
+		t.Fatalf("store failure: %d %s", w.Code, w.Body)
+	}
+	if stub.runs.Load() != 0 {
+		t.Fatal("handler ran although the receipt could not be recorded")
+	}
+}
+
+func TestIdempotencyBodyLimit(t *testing.T) {
+	stub := &stubHandler{}
+	rs := newMemReceipts()
+	h := Idempotency(IdempotencyOptions{Receipts: rs, MaxBody: 8}, stub)
+	big := idemReq{"POST", "/v1/x", "k", "tok", `{"a":"0123456789"}`}
+	w := big.do(h)
+	// The handler saw the whole body and answered; nothing was recorded.
+	if w.Code != 201 || !strings.Contains(w.Body.String(), `0123456789`) {
+		t.Fatalf("oversized body: %d %s", w.Code, w.Body)
+	}
+	if rs.len() != 0 {
+		t.Fatal("an oversized request got a receipt")
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"session_key":"s","a":1}`, `{"a":1}`},
+		{`{"a":{"key":"nested stays"},"key":"k","b":[1]}`, `{"a":{"key":"nested stays"},"b":[1]}`},
+		{`{"a":1}`, `{"a":1}`},
+		{`[{"key":1}]`, `[{"key":1}]`},
+		{`not json`, `not json`},
+		{``, ``},
+		{`{"key":"x"}`, `{}`},
+		{`{"key":`, `{"key":`},
+	}
+	for _, tc := range tests {
+		if got := string(redact([]byte(tc.in))); got != tc.want {
+			t.Errorf("redact(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	a := Fingerprint("POST", "/p", []byte(`{"x":1,"y":{"b":2,"a":1}}`))
+	same := []string{`{"y":{"a":1,"b":2},"x":1}`, " {\"x\" : 1 ,\n\"y\":{\"b\":2,\"a\":1}} "}
+	for _, b := range same {
+		if got := Fingerprint("POST", "/p", []byte(b)); got != a {
+			t.Errorf("fingerprint of %s differs", b)
+		}
+	}
+	differ := map[string]string{
+		"body":   Fingerprint("POST", "/p", []byte(`{"x":2,"y":{"b":2,"a":1}}`)),
+		"method": Fingerprint("PUT", "/p", []byte(`{"x":1,"y":{"b":2,"a":1}}`)),
+		"path":   Fingerprint("POST", "/q", []byte(`{"x":1,"y":{"b":2,"a":1}}`)),
+		"number": Fingerprint("POST", "/p", []byte(`{"x":1.0,"y":{"b":2,"a":1}}`)),
+		"trail":  Fingerprint("POST", "/p", []byte(`{"x":1,"y":{"b":2,"a":1}} {}`)),
+	}
+	for what, fp := range differ {
+		if fp == a {
+			t.Errorf("a different %s has the same fingerprint", what)
+		}
+	}
+}
+
+func TestIdempotentRoutes(t *testing.T) {
+	got := map[string]bool{}
+	for _, c := range []string{
+		"POST /v1/sessions/x/clients", "PUT /v1/a", "DELETE /v1/a/b", "GET /v1/a", "PATCH /v1/a",
+		"POST /api/v1/sessions", "POST /api/v1/sessions/ses_1/join", "POST /api/v1/sessions/ses_1/rpc",
+		"POST /api/v1/sessions//join", "POST /api/v1/sessions/a/b/join", "DELETE /api/v1/sessions/ses_1",
+		"POST /admin/v1/keys", "POST /v1x",
+	} {
+		m, p, _ := strings.Cut(c, " ")
+		got[c] = idempotent(m, p)
+	}
+	want := map[string]bool{
+		"POST /v1/sessions/x/clients": true, "PUT /v1/a": true, "DELETE /v1/a/b": true, "GET /v1/a": false, "PATCH /v1/a": false,
+		"POST /api/v1/sessions": true, "POST /api/v1/sessions/ses_1/join": true, "POST /api/v1/sessions/ses_1/rpc": false,
+		"POST /api/v1/sessions//join": false, "POST /api/v1/sessions/a/b/join": false, "DELETE /api/v1/sessions/ses_1": false,
+		"POST /admin/v1/keys": false, "POST /v1x": false,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("coverage (-want +got):\n%s", diff)
+	}
+}
+
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `[1,2]`, `"x"`, `{`, ``, `{"a":{"b":[1,{"c":null}]}}`, `1e400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := canonicalJSON(b)
+		if c[0] == 'j' {
+			// Canonical form is a fixed point.
+			if again := canonicalJSON(c[1:]); string(again) != string(c) {
+				t.Fatalf("canonical form of %q is not stable: %q then %q", b, c, again)
+			}
+		}
+		_ = redact(b)
+	})
+}
+
+func benchIdem(b *testing.B, replay bool) {
+	b.ReportAllocs()
+	h := Idempotency(IdempotencyOptions{Receipts: newMemReceipts()}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte(`{"session_id":"ses_1","session_key":"bae_ses_x","profile":{"name":"p"}}`))
+	}))
+	body := `{"lifetime":{"type":"never"},"name":"laptop","tools":[{"name":"t","description":"d","parameters":{"type":"object"}}]}`
+	if replay {
+		idemReq{"POST", "/v1/sessions/s/clients", "k", "tok", body}.do(h)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		key := "k"
+		if !replay {
+			key = "k" + strconv.Itoa(i)
+		}
+		if w := (idemReq{"POST", "/v1/sessions/s/clients", key, "tok", body}).do(h); w.Code != 201 {
+			b.Fatal(w.Code)
+		}
+	}
+}
+
+func BenchmarkIdempotencyFirst(b *testing.B)  { benchIdem(b, false) }
+func BenchmarkIdempotencyReplay(b *testing.B) { benchIdem(b, true) }

@@ -1,0 +1,88 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/baton-engine/baton"
+)
+
+// The closed /v1 error code set (spec/clients.md).
+const (
+	v1Unauthorized       = "unauthorized"
+	v1Forbidden          = "forbidden"
+	v1NotFound           = "not_found"
+	v1InvalidRequest     = "invalid_request"
+	v1Conflict           = "conflict"
+	v1ClientOutdated     = "client_outdated"
+	v1PreconditionFailed = "precondition_failed"
+	v1TooManyRequests    = "too_many_requests"
+	v1Internal           = "internal"
+)
+
+// V1Status maps a baton error code to the /v1 error code and HTTP status.
+// It is the one table for /v1; anything it does not list is internal.
+func V1Status(code string) (v1code string, status int) {
+	switch code {
+	case baton.ECodeUnauthorized:
+		return v1Unauthorized, http.StatusUnauthorized
+	case baton.ECodeForbidden, baton.ECodeInsufficientScope, baton.ECodeToolNotAllowed, baton.ECodeProfileMismatch:
+		return v1Forbidden, http.StatusForbidden
+	case baton.ECodeNotFound:
+		return v1NotFound, http.StatusNotFound
+	case baton.ECodeBadRequest, baton.ECodeInvalidParams, baton.ECodeUnprocessable,
+		baton.ECodePayloadTooLarge, baton.ECodeUnsupportedMediaType:
+		return v1InvalidRequest, http.StatusBadRequest
+	case baton.ECodeConflict, baton.ECodeSessionClosed, baton.ECodeNotOpen, baton.ECodeDuplicateName:
+		return v1Conflict, http.StatusConflict
+	case v1ClientOutdated:
+		return v1ClientOutdated, http.StatusUpgradeRequired
+	case v1PreconditionFailed:
+		return v1PreconditionFailed, http.StatusPreconditionFailed
+	case baton.ECodeTooManyRequests:
+		return v1TooManyRequests, http.StatusTooManyRequests
+	}
+	return v1Internal, http.StatusInternalServerError
+}
+
+// v1Body is the /v1 error envelope: {"error":{"code","message"}}.
+type v1Body struct {
+	Error v1Detail `json:"error"`
+}
+
+type v1Detail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeV1 writes one /v1 error envelope.
+func writeV1(w http.ResponseWriter, status int, code, msg string) {
+	_ = WriteJSON(w, status, v1Body{Error: v1Detail{Code: code, Message: msg}})
+}
+
+// WriteV1Error renders err in the /v1 envelope. Internal errors get a
+// generic message carrying the request id; the detail is only logged.
+func WriteV1Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var rej *Rejection
+	if errors.As(err, &rej) {
+		err = baton.Errorf(baton.ECodeBadRequest, "%s", rej.Text)
+	}
+	code, status := V1Status(baton.ErrorCode(err))
+	msg := baton.ErrorMessage(err)
+	if code == v1Internal {
+		id := RequestID(r.Context())
+		if id == "" {
+			id = NewRequestID()
+		}
+		level := slog.LevelError
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			level = slog.LevelWarn
+		}
+		log.LogAttrs(r.Context(), level, "internal error", slog.String("request_id", id),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		msg = "an internal error occurred (request id " + id + ")"
+	}
+	writeV1(w, status, code, msg)
+}
