@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +44,17 @@ func names(b string, n, from, to int) []string {
 	return out
 }
 
-func TestClientStore(t *testing.T) {
-	db := openSQLite(t)
+func TestClientStore(t *testing.T) { testClientStore(t, openSQLite) }
+
+func TestClientStorePostgres(t *testing.T) {
+	if os.Getenv(pgEnv) == "" {
+		t.Skipf("%s is not set; skipping the PostgreSQL run of the client store", pgEnv)
+	}
+	testClientStore(t, openPostgres)
+}
+
+func testClientStore(t *testing.T, open func(t testing.TB) *DB) {
+	db := open(t)
 	ctx := context.Background()
 	p := mkProfile(t, db, "p")
 	ck := mkKey(t, db, baton.RoleClient, p.ID)
