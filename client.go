@@ -21,6 +21,7 @@ const (
 const (
 	ClientGoneTTL     = "ttl"
 	ClientGoneDeleted = "deleted"
+	ClientGoneClosed  = "session_closed" // the session closed (Baton)
 )
 
 // Limits of a client registration (seed 001).

@@ -191,6 +191,24 @@ func (e *Engine) endClient(ctx context.Context, sessionID, clientID, actor, reas
 	return nil
 }
 
+// endClients ends every live registered client of a session that closed:
+// their calls streams end and their pending calls fail at once.
+func (e *Engine) endClients(ctx context.Context, sessionID, actor string) {
+	if e.clients == nil {
+		return
+	}
+	live, err := e.clients.LiveClients(ctx, sessionID)
+	if err != nil {
+		e.log.Warn("list clients at close", "session_id", sessionID, "err", err)
+		return
+	}
+	for _, c := range live {
+		if err := e.endClient(ctx, sessionID, c.ID, actor, baton.ClientGoneClosed); err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+			e.log.Warn("end client at close", "session_id", sessionID, "client_id", c.ID, "err", err)
+		}
+	}
+}
+
 // ClientCalls opens a calls stream. Opening counts as a ping; while it is
 // open the sweeper keeps the client alive; closing it pings again.
 func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*baton.CallFeed, error) {

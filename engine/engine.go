@@ -214,6 +214,7 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 			}
 		}
 	}
+	e.endClients(ctx, sessionID, actor)
 	if e.hub != nil {
 		e.hub.End(sessionID, "")
 	}

@@ -476,3 +476,42 @@ func BenchmarkRegisteredToolRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// TestClientEndsWithSession: closing the session ends its registered
+// clients: the calls stream ends and the expiry is logged.
+func TestClientEndsWithSession(t *testing.T) {
+	ctx := loopCtx(t)
+	s, sess, _ := clientSession(t)
+	base := "/v1/sessions/" + sess.ID + "/clients"
+	r := s.client("POST", base, sess.Key, regBody("gone", never(), rtool("echo")))
+	mustStatus(t, r, 201)
+	id := r.json(t)["id"].(string)
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.clientURL+base+"/"+id+"/calls", nil)
+	req.Header.Set("Authorization", "Bearer "+sess.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+		ended <- err
+	}()
+	if err := sess.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the calls stream delivered a call instead of ending")
+		}
+	case <-ctx.Done():
+		t.Fatal("the calls stream did not end when the session closed")
+	}
+	r = s.client("GET", "/api/v1/sessions/"+sess.ID+"/events?limit=200", sess.Key, nil)
+	if !strings.Contains(string(r.body), `"reason":"session_closed"`) || !strings.Contains(string(r.body), `"event_type":"session.client.expire"`) {
+		t.Fatalf("no session_closed expiry in %s", r.body)
+	}
+	mustStatus(t, s.client("POST", base+"/"+id+"/ping", sess.Key, nil), 404)
+}
