@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/baton-engine/baton/config"
+)
+
+func runLoadgen(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestPrintConfigIsLoadable(t *testing.T) {
+	code, out, _ := runLoadgen(t, "-print-config", "-mock-addr", "127.0.0.1:19999")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	path := filepath.Join(t.TempDir(), "bae-config.toml")
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.Load(path, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("printed config does not load: %v\n%s", err, out)
+	}
+	reg := f.Registry()
+	mock, ok := reg.Provider(mockProvider)
+	if !ok || mock.Provider != "anthropic" || mock.BaseURL != "http://127.0.0.1:19999" || mock.AuthToken == "" {
+		t.Fatalf("mock entry %+v (found %v)", mock, ok)
+	}
+	if s, ok := reg.Provider(scriptedProvider); !ok || s.Provider != "scripted" {
+		t.Fatalf("scripted entry %+v (found %v)", s, ok)
+	}
+}
+
+func TestNoURLExplainsAndStartsNothing(t *testing.T) {
+	code, out, errs := runLoadgen(t)
+	if code != 2 || out != "" || !strings.Contains(errs, "-print-config") || !strings.Contains(errs, "go run ./cmd/baton serve") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestFlagChecks(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "admin-key.pem")
+	if err := os.WriteFile(keyFile, []byte("bae_admin_x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-url", "http://127.0.0.1:1"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no admin url", nil, "-admin-url is required"},
+		{"both keys", []string{"-admin-url", "http://a", "-admin-key", "k", "-admin-key-file", keyFile}, "exclusive"},
+		{"zero sessions", []string{"-admin-url", "http://a", "-sessions", "0"}, "at least 1"},
+		{"missing key file", []string{"-admin-url", "http://a", "-admin-key-file", keyFile + ".nope"}, "admin key"},
+		{"stray argument", []string{"-admin-url", "http://a", "extra"}, "unexpected arguments"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := runLoadgen(t, append(base, tc.args...)...)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errs, tc.want)
+			}
+		})
+	}
+	o := options{adminURL: "http://a", adminKeyFile: keyFile, sessions: 1, roundTrips: 1, perTurn: 1, timeout: 1, scripted: true}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	if o.adminKey != "bae_admin_x" || o.provider != scriptedProvider {
+		t.Fatalf("check filled key %q provider %q", o.adminKey, o.provider)
+	}
+}
