@@ -27,6 +27,34 @@ type actor struct {
 	queue   []*turnRun
 	timer   *time.Timer
 	sandbox *remoteSandbox // the session's remote sandbox, if any
+	convo   *convo         // the conversation after the last finished turn; nil = read the log
+}
+
+// maxCachedConvo bounds the conversation an idle actor keeps in memory;
+// a longer one is rebuilt from the log at each turn instead.
+const maxCachedConvo = 1 << 20
+
+// takeConvo hands the cached conversation to a starting turn; the cache is
+// empty until the turn gives it back, so a turn that fails leaves the next
+// one to rebuild from the log.
+func (a *actor) takeConvo() *convo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.convo
+	a.convo = nil
+	return c
+}
+
+// keepConvo caches the conversation of a turn that finished cleanly.
+func (a *actor) keepConvo(c *convo) {
+	if c.size > maxCachedConvo {
+		return
+	}
+	a.mu.Lock()
+	if !a.closed {
+		a.convo = c
+	}
+	a.mu.Unlock()
 }
 
 // parked is a paused turn waiting for its client tool results.
@@ -220,6 +248,7 @@ func (a *actor) close() {
 	a.closed = true
 	a.drivers = map[string]struct{}{}
 	a.parked = nil
+	a.convo = nil
 	a.disarmLocked()
 	queue := a.queue
 	a.queue = nil

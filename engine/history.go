@@ -219,21 +219,40 @@ func hasDispatch(content json.RawMessage) bool {
 	return false
 }
 
-// forProvider returns the history as a provider should see it: dispatch
-// tags stripped and consecutive messages of one role merged (a cancelled
-// or failed turn can leave two user messages in a row).
-func forProvider(history []baton.Message) []baton.Message {
-	out := make([]baton.Message, 0, len(history))
-	for _, m := range history {
-		m.Content = stripDispatch(m.Content)
-		if n := len(out); n > 0 && out[n-1].Role == m.Role {
-			out[n-1].Content = concatContent(out[n-1].Content, m.Content)
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
+// convo is a session's conversation in two forms kept side by side: as
+// logged (dispatch tags kept; provider.request events record it) and as
+// providers see it (tags stripped, consecutive messages of one role merged,
+// since a cancelled or failed turn can leave two user messages in a row).
+// Appending keeps both current, so a turn never re-reads or re-strips the
+// history it already has.
+type convo struct {
+	logged []baton.Message
+	ready  []baton.Message
+	size   int // bytes of content held
 }
+
+func newConvo(history []baton.Message) *convo {
+	c := &convo{}
+	for _, m := range history {
+		c.add(m)
+	}
+	return c
+}
+
+// add appends one message.
+func (c *convo) add(m baton.Message) {
+	c.logged = append(c.logged, m)
+	c.size += len(m.Content)
+	m.Content = stripDispatch(m.Content)
+	if n := len(c.ready); n > 0 && c.ready[n-1].Role == m.Role {
+		c.ready[n-1].Content = concatContent(c.ready[n-1].Content, m.Content)
+		return
+	}
+	c.ready = append(c.ready, m)
+}
+
+// forProvider returns history as a provider should see it.
+func forProvider(history []baton.Message) []baton.Message { return newConvo(history).ready }
 
 // concatContent joins two contents as one block array.
 func concatContent(a, b json.RawMessage) json.RawMessage {

@@ -16,7 +16,7 @@ import (
 // retries on retryable failures. It returns the canonical reply content,
 // or a terminal result when every provider failed or the turn was
 // cancelled.
-func (tc *turnCtx) callProviders(prof *baton.Profile, history []baton.Message, tools []json.RawMessage) (json.RawMessage, *baton.TurnResult) {
+func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.RawMessage) (json.RawMessage, *baton.TurnResult) {
 	e, id, actor := tc.e, tc.a.id, tc.t.actor
 	primary, ok := e.registry.Provider(prof.PrimaryProvider)
 	if !ok {
@@ -39,7 +39,7 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, history []baton.Message, t
 	req := &baton.ProviderRequest{
 		Model:    "",
 		System:   prof.SystemPrompt,
-		Messages: forProvider(history),
+		Messages: cv.ready,
 		Tools:    tools,
 		OnDelta: func(text string) {
 			e.hub.Publish(baton.Notice{Delta: &baton.Delta{SessionID: id, ClientKeyID: actor, Text: text}})
@@ -58,7 +58,7 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, history []baton.Message, t
 			}
 			if err := tc.emit(baton.NewEvent(id, actor, baton.EventProviderReq, map[string]any{
 				"attempt": attempt, "kind": kind, "provider": entry.Provider, "base_url": entry.EffectiveBaseURL(),
-				"model": entry.Model, "max_tokens": maxTokens, "messages": history, "tools": tools,
+				"model": entry.Model, "max_tokens": maxTokens, "messages": cv.logged, "tools": tools,
 			})); err != nil {
 				return nil, &baton.TurnResult{Err: err}
 			}

@@ -33,6 +33,7 @@ type turnCtx struct {
 
 	mu     sync.Mutex // concurrent dispatchers emit through it
 	events []*baton.Event
+	clean  bool // completed or paused normally: its conversation may be cached
 }
 
 // errLoop is how persistence failures inside a turn reach the client.
@@ -164,25 +165,33 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	} else if err != nil {
 		return &baton.TurnResult{Err: errLoop}, nil
 	}
-	evs, err := e.store.EventsOfType(tc.wctx, id, transcriptTypes)
-	if err != nil {
-		return &baton.TurnResult{Err: errLoop}, nil
+	cv := tc.a.takeConvo()
+	if cv == nil { // first turn since start, or the last one did not finish cleanly
+		evs, err := e.store.EventsOfType(tc.wctx, id, transcriptTypes)
+		if err != nil {
+			return &baton.TurnResult{Err: errLoop}, nil
+		}
+		cv = newConvo(rebuild(evs).messages)
+	} else {
+		cv.add(baton.Message{Role: t.msg.Role, Content: content})
 	}
-	history := rebuild(evs).messages
-	tools := toolsFor(s, t.actor)
-	return tc.loop(prof, history, tools)
+	res, p := tc.loop(prof, cv, toolsFor(s, t.actor))
+	if tc.clean {
+		tc.a.keepConvo(cv)
+	}
+	return res, p
 }
 
 // loop runs provider iterations until the model stops calling server
 // tools, a client tool pauses the turn, or the iteration cap is hit.
-func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, base *toolset) (*baton.TurnResult, *parked) {
+func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.TurnResult, *parked) {
 	t, id := tc.t, tc.a.id
 	for iter := 0; iter < prof.Iterations(); iter++ {
 		tools, err := tc.withRegistered(base)
 		if err != nil {
 			return &baton.TurnResult{Err: err}, nil
 		}
-		content, res := tc.callProviders(prof, history, tools.defs)
+		content, res := tc.callProviders(prof, cv, tools.defs)
 		if res != nil {
 			return res, nil
 		}
@@ -192,6 +201,8 @@ func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, base *tool
 			if err := tc.emit(baton.NewEvent(id, t.actor, baton.EventServerMessage, msg)); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}
+			cv.add(msg)
+			tc.clean = true
 			return &baton.TurnResult{Message: msg, Events: tc.events}, nil
 		}
 		kinds := make([]string, len(uses))
@@ -223,12 +234,13 @@ func (tc *turnCtx) loop(prof *baton.Profile, history []baton.Message, base *tool
 			if err := tc.emit(ev); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}
+			cv.add(msg)
+			tc.clean = true
 			p := &parked{owner: t.actor, since: ev.CreatedAt, toolUses: uses, serverResults: results}
 			return &baton.TurnResult{Message: msg, Events: tc.events}, p
 		}
-		history = append(history,
-			baton.Message{Role: "assistant", Content: content},
-			userResults(results))
+		cv.add(baton.Message{Role: "assistant", Content: content})
+		cv.add(userResults(results))
 	}
 	return tc.fail(map[string]any{"reason": "loop_limit", "max_iterations": prof.Iterations()}), nil
 }

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton"
+)
+
+func ev(typ, key string, payload string) *baton.Event {
+	return &baton.Event{Type: typ, ClientKeyID: key, Payload: json.RawMessage(payload), CreatedAt: time.Unix(1, 0)}
+}
+
+// TestRebuildMatchesLiveConversation: the transcript rebuilt from the log
+// after a restart equals the one a turn built as it went, server-side
+// tool rounds included, and a paused turn is recovered.
+func TestRebuildMatchesLiveConversation(t *testing.T) {
+	useMCP := `[{"type":"text","text":"looking"},{"type":"tool_use","id":"t1","name":"search","input":{}}]`
+	useClient := `[{"type":"tool_use","id":"t2","name":"get_time","input":{}}]`
+	tagged := `[{"dispatch":"client","id":"t2","input":{},"name":"get_time","type":"tool_use"}]`
+	mcpResult := `[{"type":"text","text":"MCP error: none"}]`
+	log := []*baton.Event{
+		ev(baton.EventClientMessage, "k", `{"role":"user","content":"hi"}`),
+		ev(baton.EventProviderResp, "k", `{"ok":true,"content":`+useMCP+`}`),
+		ev(baton.EventToolResult, "k", `{"tool_use_id":"t1","dispatch":"mcp","is_error":true,"content":`+mcpResult+`}`),
+		ev(baton.EventProviderResp, "k", `{"ok":false}`),
+		ev(baton.EventProviderResp, "k", `{"ok":true,"content":`+useClient+`}`),
+		ev(baton.EventServerMessage, "k", `{"role":"assistant","content":`+tagged+`}`),
+	}
+	tr := rebuild(log)
+
+	live := newConvo([]baton.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}})
+	live.add(baton.Message{Role: "assistant", Content: json.RawMessage(useMCP)})
+	live.add(userResults([]json.RawMessage{toolResult("t1", json.RawMessage(mcpResult), true)}))
+	live.add(baton.Message{Role: "assistant", Content: json.RawMessage(tagged)})
+
+	rebuilt := newConvo(tr.messages)
+	if d := cmp.Diff(string(mustJSON(live.logged)), string(mustJSON(rebuilt.logged))); d != "" {
+		t.Fatalf("logged form differs (-live +rebuilt):\n%s", d)
+	}
+	if d := cmp.Diff(string(mustJSON(live.ready)), string(mustJSON(rebuilt.ready))); d != "" {
+		t.Fatalf("provider form differs (-live +rebuilt):\n%s", d)
+	}
+	if tr.paused == nil || tr.paused.owner != "k" || len(tr.paused.toolUses) != 1 || tr.paused.toolUses[0].ID != "t2" {
+		t.Fatalf("paused turn not recovered: %+v", tr.paused)
+	}
+	// Tags never reach providers.
+	if got := string(live.ready[3].Content); strings.Contains(got, "dispatch") {
+		t.Fatalf("dispatch tag reached the provider form: %s", got)
+	}
+	if got := string(live.logged[3].Content); !strings.Contains(got, `"dispatch":"client"`) {
+		t.Fatalf("logged form lost its tag: %s", got)
+	}
+}
+
+// TestConvoMergesSameRole: two user messages in a row (a failed turn then
+// a new message) reach providers as one.
+func TestConvoMergesSameRole(t *testing.T) {
+	c := newConvo([]baton.Message{
+		{Role: "user", Content: json.RawMessage(`"first"`)},
+		{Role: "user", Content: json.RawMessage(`[{"type":"text","text":"second"}]`)},
+	})
+	if len(c.logged) != 2 || len(c.ready) != 1 {
+		t.Fatalf("logged %d ready %d", len(c.logged), len(c.ready))
+	}
+	want := `[{"text":"first","type":"text"},{"type":"text","text":"second"}]`
+	if got := string(c.ready[0].Content); got != want {
+		t.Fatalf("merged content %s, want %s", got, want)
+	}
+}
