@@ -73,9 +73,8 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 				if resp.Usage != nil {
 					payload["usage"] = resp.Usage
 				}
-				if err := tc.emit(baton.NewEvent(id, actor, baton.EventProviderResp, payload)); err != nil {
-					return nil, &baton.TurnResult{Err: err}
-				}
+				// Held: it is committed together with what the reply leads to.
+				tc.hold(baton.NewEvent(id, actor, baton.EventProviderResp, payload))
 				return resp.Content, nil
 			}
 			var status, body any

@@ -33,16 +33,25 @@ type turnCtx struct {
 
 	mu     sync.Mutex // concurrent dispatchers emit through it
 	events []*baton.Event
-	clean  bool // completed or paused normally: its conversation may be cached
+	held   []*baton.Event // recorded, to be committed with the next emit
+	clean  bool           // completed or paused normally: its conversation may be cached
 }
 
 // errLoop is how persistence failures inside a turn reach the client.
 var errLoop = baton.Errorf(baton.ECodeSessionFailed, "session loop failed")
 
-// emit appends events and records them as this request's.
+// emit appends events, after any held ones, in one commit and records them
+// as this request's.
 func (tc *turnCtx) emit(evs ...*baton.Event) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	if len(tc.held) > 0 {
+		evs = append(tc.held, evs...)
+		tc.held = nil
+	}
+	if len(evs) == 0 {
+		return nil
+	}
 	if err := tc.e.store.Append(tc.wctx, evs...); err != nil {
 		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
 		return errLoop
@@ -51,9 +60,23 @@ func (tc *turnCtx) emit(evs ...*baton.Event) error {
 	return nil
 }
 
+// hold queues events to go out with the next emit. A turn holds what it
+// records between two waits (a reply and its tool calls, say) so they share
+// one commit; every wait — a provider call, a tool call, the end of the
+// turn — is preceded by an emit, so nothing held is ever invisible while
+// the turn waits.
+func (tc *turnCtx) hold(evs ...*baton.Event) {
+	tc.mu.Lock()
+	tc.held = append(tc.held, evs...)
+	tc.mu.Unlock()
+}
+
 // fail moves the session to error with a session.error event, as the
 // failure outcomes do, and returns the unavailable reply.
 func (tc *turnCtx) fail(payload map[string]any) *baton.TurnResult {
+	if err := tc.emit(); err != nil {
+		return &baton.TurnResult{Err: err}
+	}
 	ev := baton.NewEvent(tc.a.id, tc.t.actor, baton.EventSessionError, payload)
 	ended, err := tc.e.store.EndSession(tc.wctx, tc.a.id, baton.StateError, ev)
 	if err != nil {
@@ -67,6 +90,9 @@ func (tc *turnCtx) fail(payload map[string]any) *baton.TurnResult {
 }
 
 func (tc *turnCtx) reply(text string) *baton.TurnResult {
+	if err := tc.emit(); err != nil {
+		return &baton.TurnResult{Err: err}
+	}
 	return &baton.TurnResult{
 		Message: baton.Message{Role: "assistant", Content: textContent(text)},
 		Events:  tc.events,
@@ -77,6 +103,9 @@ func (tc *turnCtx) reply(text string) *baton.TurnResult {
 func (e *Engine) runTurn(a *actor, t *turnRun) {
 	tc := &turnCtx{e: e, a: a, t: t, wctx: e.ctx}
 	res, p := tc.run()
+	if err := tc.emit(); err != nil && res.Err == nil { // whatever is still held
+		res, p = &baton.TurnResult{Err: err}, nil
+	}
 	if t.sub == nil { // never started: nothing to deliver to
 		res.Events = tc.events
 	}
@@ -217,9 +246,7 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 			calls[i] = baton.NewEvent(id, t.actor, baton.EventToolCall, p)
 			paused = paused || kinds[i] == dispatchClient
 		}
-		if err := tc.emit(calls...); err != nil {
-			return &baton.TurnResult{Err: err}, nil
-		}
+		tc.hold(calls...) // committed with the first result or the paused reply
 		results, err := tc.dispatchAll(uses, kinds, tools)
 		if err != nil {
 			return &baton.TurnResult{Err: err}, nil
