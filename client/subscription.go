@@ -32,7 +32,7 @@ type subscribeParams struct {
 // subscription when done with it.
 func (s *Session) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	params := subscribeParams{SinceEventID: opts.SinceEventID, StreamDeltas: opts.StreamDeltas}
+	params := subscribeParams(opts)
 	st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), "session.subscribe", params)
 	if err != nil {
 		cancel()

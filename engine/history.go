@@ -251,9 +251,6 @@ func (c *convo) add(m baton.Message) {
 	c.ready = append(c.ready, m)
 }
 
-// forProvider returns history as a provider should see it.
-func forProvider(history []baton.Message) []baton.Message { return newConvo(history).ready }
-
 // concatContent joins two contents as one block array.
 func concatContent(a, b json.RawMessage) json.RawMessage {
 	var all []json.RawMessage

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 
 	"github.com/baton-engine/baton"
@@ -321,9 +320,4 @@ func tagDispatch(content json.RawMessage, uses []toolUse, kinds []string) json.R
 		i++
 		return setKey(b.Raw, "dispatch", kind)
 	})
-}
-
-// isCancelled reports whether err comes from the turn being cancelled.
-func (tc *turnCtx) isCancelled(err error) bool {
-	return tc.t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gofmt and go vet must be clean.
+# gofmt, go vet and staticcheck must be clean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -9,3 +9,5 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# staticcheck, pinned; fetched through the Go module proxy on first use.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
