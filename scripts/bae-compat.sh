@@ -46,7 +46,7 @@ mkdir -p .cache
 
 fetch() {
 	# No prompts for credentials, and give up on a dead network.
-	GIT_TERMINAL_PROMPT=0 timeout 300 git "$@"
+	GIT_TERMINAL_PROMPT=0 timeout 60 git "$@"
 }
 
 echo "bae-compat: fetching $ref from $src" >&2
