@@ -227,3 +227,33 @@ func Redact(s, token string) string {
 	}
 	return strings.ReplaceAll(s, token, "[redacted]")
 }
+
+// HTTP is the HTTP client of a vendor adapter: its own, made with
+// NewHTTPClient's settings, or one the caller lent it.
+type HTTP struct {
+	hc  *http.Client
+	own bool // made by NewHTTP; Close releases it
+}
+
+// NewHTTP wraps hc, or a new client of its own when hc is nil (no overall
+// timeout: each call's context bounds it).
+func NewHTTP(hc *http.Client) HTTP {
+	if hc == nil {
+		return HTTP{hc: NewHTTPClient(), own: true}
+	}
+	return HTTP{hc: hc}
+}
+
+// Post sends one provider request with Post.
+func (h HTTP) Post(ctx context.Context, url string, header http.Header, body []byte, token string) (*http.Response, error) {
+	return Post(ctx, h.hc, url, header, body, token)
+}
+
+// Close closes the idle connections of a client NewHTTP made; a lent
+// client is left to its owner.
+func (h HTTP) Close() error {
+	if h.own {
+		h.hc.CloseIdleConnections()
+	}
+	return nil
+}

@@ -43,30 +43,14 @@ const defaultMaxTokens = 4096
 
 // Client calls the Messages API. It is safe for concurrent use.
 type Client struct {
-	hc  *http.Client
-	own bool // hc was made by New; Close releases it
+	provider.HTTP
 }
 
 var _ baton.Provider = (*Client)(nil)
 
 // New returns a client using hc, or, when hc is nil, a client of its own
-// with provider.NewHTTPClient's settings (no overall timeout: the call's
-// context bounds it).
-func New(hc *http.Client) *Client {
-	if hc == nil {
-		return &Client{hc: provider.NewHTTPClient(), own: true}
-	}
-	return &Client{hc: hc}
-}
-
-// Close closes the idle connections of the HTTP client New made. A client
-// passed to New is left to its owner.
-func (c *Client) Close() error {
-	if c.own {
-		c.hc.CloseIdleConnections()
-	}
-	return nil
-}
+// (see provider.NewHTTP).
+func New(hc *http.Client) *Client { return &Client{provider.NewHTTP(hc)} }
 
 // request is the Messages API request body.
 type request struct {
@@ -92,7 +76,7 @@ func (c *Client) Call(ctx context.Context, entry *baton.ProviderEntry, token str
 		"Anthropic-Version": {Version},
 		"User-Agent":        {"baton/" + baton.Version},
 	}
-	resp, err := provider.Post(ctx, c.hc, provider.Endpoint(entry, "/v1/messages"), header, body, token)
+	resp, err := c.Post(ctx, provider.Endpoint(entry, "/v1/messages"), header, body, token)
 	if err != nil {
 		return nil, err
 	}

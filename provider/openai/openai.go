@@ -49,30 +49,14 @@ const defaultMaxTokens = 4096
 
 // Client calls the Chat Completions API. It is safe for concurrent use.
 type Client struct {
-	hc  *http.Client
-	own bool // hc was made by New; Close releases it
+	provider.HTTP
 }
 
 var _ baton.Provider = (*Client)(nil)
 
 // New returns a client using hc, or, when hc is nil, a client of its own
-// with provider.NewHTTPClient's settings (no overall timeout: the call's
-// context bounds it).
-func New(hc *http.Client) *Client {
-	if hc == nil {
-		return &Client{hc: provider.NewHTTPClient(), own: true}
-	}
-	return &Client{hc: hc}
-}
-
-// Close closes the idle connections of the HTTP client New made. A client
-// passed to New is left to its owner.
-func (c *Client) Close() error {
-	if c.own {
-		c.hc.CloseIdleConnections()
-	}
-	return nil
-}
+// (see provider.NewHTTP).
+func New(hc *http.Client) *Client { return &Client{provider.NewHTTP(hc)} }
 
 // Call translates req, sends it to the entry's endpoint and returns the
 // reply in canonical form. Every failure is a *baton.ProviderError.
@@ -87,7 +71,7 @@ func (c *Client) Call(ctx context.Context, entry *baton.ProviderEntry, token str
 		"Authorization": {"Bearer " + token},
 		"User-Agent":    {"baton/" + baton.Version},
 	}
-	resp, err := provider.Post(ctx, c.hc, provider.Endpoint(entry, "/v1/chat/completions"), header, body, token)
+	resp, err := c.Post(ctx, provider.Endpoint(entry, "/v1/chat/completions"), header, body, token)
 	if err != nil {
 		return nil, err
 	}
