@@ -31,8 +31,9 @@ type regClient struct {
 
 // pendingCall is one call waiting for its client's result.
 type pendingCall struct {
-	call baton.ClientCall
-	res  chan baton.ClientResult // buffered: the first result lands here
+	call  baton.ClientCall
+	res   chan baton.ClientResult // buffered: the first result lands here
+	saved chan error              // buffered: the result's events were committed (or not)
 }
 
 // reg returns the runtime of client id, creating it on first use.
@@ -277,7 +278,17 @@ func (e *Engine) ClientResult(ctx context.Context, sessionID, clientID, callID s
 		return false, baton.Errorf(baton.ECodeNotFound, "no call %s", callID)
 	}
 	pc.res <- r
-	return true, nil
+	// The result is acknowledged only once it is durable: the turn commits
+	// it (with the next model request when that follows at once).
+	select {
+	case err := <-pc.saved:
+		if err != nil {
+			return false, err
+		}
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // SweepClients ends every ttl client whose expiry has passed, except those

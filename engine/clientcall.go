@@ -84,7 +84,7 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 		reason string // why the call failed without a result
 	)
 	rc := e.reg(target.clientID)
-	pc := &pendingCall{call: call, res: make(chan baton.ClientResult, 1)}
+	pc := &pendingCall{call: call, res: make(chan baton.ClientResult, 1), saved: make(chan error, 1)}
 	c, err := e.clients.Client(tc.wctx, id, target.clientID)
 	switch {
 	case err != nil && baton.ErrorCode(err) != baton.ECodeNotFound:
@@ -123,13 +123,16 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	if reason != "" {
 		p["reason"] = reason
 	}
-	err = tc.emit(
+	// Held, not emitted: the result's events share a commit with what the
+	// turn records next (usually the next model request); the client's
+	// result POST is answered once that commit is done.
+	tc.holdThen(func(err error) { pc.saved <- err },
 		baton.NewEvent(id, actor, baton.EventClientToolResult, p),
 		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
 			"tool_use_id": u.ID, "dispatch": dispatchRegistered, "is_error": isErr, "content": content,
 		}),
 	)
-	return toolResult(u.ID, content, isErr), err
+	return toolResult(u.ID, content, isErr), nil
 }
 
 // failText is the error result the model sees for a call that got no

@@ -33,6 +33,7 @@ type turnCtx struct {
 	mu     sync.Mutex // concurrent dispatchers emit through it
 	events []*baton.Event
 	held   []*baton.Event // recorded, to be committed with the next emit
+	after  []func(error)  // told how the commit of the held events went
 	clean  bool           // completed or paused normally: its conversation may be cached
 }
 
@@ -48,15 +49,30 @@ func (tc *turnCtx) emit(evs ...*baton.Event) error {
 		evs = append(tc.held, evs...)
 		tc.held = nil
 	}
+	after := tc.after
+	tc.after = nil
 	if len(evs) == 0 {
 		return nil
 	}
-	if err := tc.e.store.Append(tc.wctx, evs...); err != nil {
+	err := tc.e.store.Append(tc.wctx, evs...)
+	for _, fn := range after {
+		fn(err)
+	}
+	if err != nil {
 		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
 		return errLoop
 	}
 	tc.events = append(tc.events, evs...)
 	return nil
+}
+
+// holdThen holds events and calls fn with the outcome of the commit that
+// carries them.
+func (tc *turnCtx) holdThen(fn func(error), evs ...*baton.Event) {
+	tc.mu.Lock()
+	tc.held = append(tc.held, evs...)
+	tc.after = append(tc.after, fn)
+	tc.mu.Unlock()
 }
 
 // hold queues events to go out with the next emit. A turn holds what it

@@ -24,7 +24,7 @@ import (
 // with a server-sent event stream, an HTTP error, a hang or a gate. Every
 // request is recorded.
 type mockProvider struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *httptest.Server
 	done chan struct{} // closed at cleanup: unblocks hung and gated handlers
 
@@ -98,7 +98,7 @@ func (r *mockReply) gated() (*mockReply, *mockGate) {
 }
 
 // wait blocks until a request is held at the gate.
-func (g *mockGate) wait(t *testing.T) {
+func (g *mockGate) wait(t testing.TB) {
 	t.Helper()
 	select {
 	case <-g.reached:
@@ -114,7 +114,7 @@ func (g *mockGate) open() { g.once.Do(func() { close(g.release) }) }
 const loopWait = 30 * time.Second
 
 // newMockProvider starts a mock provider that lives until the test ends.
-func newMockProvider(t *testing.T) *mockProvider {
+func newMockProvider(t testing.TB) *mockProvider {
 	t.Helper()
 	m := &mockProvider{t: t, done: make(chan struct{}), arrived: make(chan *mockRequest, 256)}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
@@ -147,7 +147,7 @@ func (m *mockProvider) requests() []*mockRequest {
 }
 
 // next waits for the next request to arrive (in arrival order).
-func (m *mockProvider) next(t *testing.T) *mockRequest {
+func (m *mockProvider) next(t testing.TB) *mockRequest {
 	t.Helper()
 	select {
 	case r := <-m.arrived:
@@ -323,7 +323,7 @@ func contentText(c json.RawMessage) string {
 // loopConfig writes a bae-config.toml holding the test providers plus
 // extra into a temp dir and points BAE_CONFIG at it; env sets more
 // variables (name, value pairs).
-func loopConfig(t *testing.T, extra string, env ...string) func(map[string]string) {
+func loopConfig(t testing.TB, extra string, env ...string) func(map[string]string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "bae-config.toml")
 	if err := os.WriteFile(path, []byte(testConfig+extra), 0o600); err != nil {
@@ -347,14 +347,14 @@ const (
 )
 
 // loopCtx bounds one test's SDK calls.
-func loopCtx(t *testing.T) context.Context {
+func loopCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*loopWait)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // loopProfile creates a profile with a unique name and the given fields.
-func loopProfile(t *testing.T, s *server, fields map[string]any) string {
+func loopProfile(t testing.TB, s *server, fields map[string]any) string {
 	t.Helper()
 	body := map[string]any{"name": fmt.Sprintf("loop-%d", profileSeq.Add(1))}
 	for k, v := range fields {
@@ -367,7 +367,7 @@ func loopProfile(t *testing.T, s *server, fields map[string]any) string {
 
 // loopHarness mints a client key on profileID and returns a harness using
 // it, with the key's id.
-func loopHarness(t *testing.T, s *server, profileID string) (*client.Harness, string) {
+func loopHarness(t testing.TB, s *server, profileID string) (*client.Harness, string) {
 	t.Helper()
 	r := call(t, "POST", s.adminURL+"/admin/v1/keys", s.adminKey, map[string]any{"name": "loop", "profile_id": profileID})
 	mustStatus(t, r, 201)
@@ -390,7 +390,7 @@ func goSend(ctx context.Context, sess *client.Session, content any) <-chan sent 
 	return ch
 }
 
-func recv(t *testing.T, ch <-chan sent) sent {
+func recv(t testing.TB, ch <-chan sent) sent {
 	t.Helper()
 	select {
 	case out := <-ch:
@@ -402,7 +402,7 @@ func recv(t *testing.T, ch <-chan sent) sent {
 }
 
 // mustReply fails unless the Send succeeded with text.
-func mustReply(t *testing.T, out sent, text string) *client.Reply {
+func mustReply(t testing.TB, out sent, text string) *client.Reply {
 	t.Helper()
 	if out.err != nil {
 		t.Fatalf("Send: %v", out.err)
@@ -420,7 +420,7 @@ type turnResult struct {
 	Events  []client.Event `json:"events"`
 }
 
-func sendRaw(t *testing.T, ctx context.Context, sess *client.Session, content any) turnResult {
+func sendRaw(t testing.TB, ctx context.Context, sess *client.Session, content any) turnResult {
 	t.Helper()
 	var res turnResult
 	if err := sess.Call(ctx, "session.sendMessage", map[string]any{"message": map[string]any{"content": content}}, &res); err != nil {
@@ -430,7 +430,7 @@ func sendRaw(t *testing.T, ctx context.Context, sess *client.Session, content an
 }
 
 // loopEvents reads a session's whole log through the admin API.
-func loopEvents(t *testing.T, s *server, sid string) []client.Event {
+func loopEvents(t testing.TB, s *server, sid string) []client.Event {
 	t.Helper()
 	var out []client.Event
 	cursor := ""
@@ -453,7 +453,7 @@ func loopEvents(t *testing.T, s *server, sid string) []client.Event {
 }
 
 // loopState is the session's state as the admin API lists it.
-func loopState(t *testing.T, s *server, sid string) string {
+func loopState(t testing.TB, s *server, sid string) string {
 	t.Helper()
 	r := call(t, "GET", s.adminURL+"/admin/v1/sessions?limit=200", s.adminKey, nil)
 	mustStatus(t, r, 200)
@@ -500,7 +500,7 @@ func withReason(evs []client.Event, reason string) []client.Event {
 	return out
 }
 
-func payload(t *testing.T, ev client.Event) map[string]any {
+func payload(t testing.TB, ev client.Event) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(ev.Payload, &m); err != nil {
@@ -510,7 +510,7 @@ func payload(t *testing.T, ev client.Event) map[string]any {
 }
 
 // blocksOf summarizes content as one line per block, for comparisons.
-func blocksOf(t *testing.T, content json.RawMessage) []string {
+func blocksOf(t testing.TB, content json.RawMessage) []string {
 	t.Helper()
 	var s string
 	if json.Unmarshal(content, &s) == nil {
@@ -548,7 +548,7 @@ func blocksOf(t *testing.T, content json.RawMessage) []string {
 }
 
 // messagesOf summarizes a recorded provider request's messages.
-func messagesOf(t *testing.T, r *mockRequest) []string {
+func messagesOf(t testing.TB, r *mockRequest) []string {
 	t.Helper()
 	var out []string
 	for _, m := range r.Messages {
@@ -561,7 +561,7 @@ func messagesOf(t *testing.T, r *mockRequest) []string {
 // engine offers no signal that a sendMessage has entered the gate's queue
 // (queued turns log nothing), so the dump — the server runs in this
 // process — is the one observable.
-func waitGoroutines(t *testing.T, what string, cond func(stacks []string) bool) {
+func waitGoroutines(t testing.TB, what string, cond func(stacks []string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(loopWait)
 	tick := time.NewTicker(time.Millisecond)
@@ -605,13 +605,13 @@ func queued(stacks []string) int {
 	return n
 }
 
-func waitQueued(t *testing.T, n int) {
+func waitQueued(t testing.TB, n int) {
 	t.Helper()
 	waitGoroutines(t, fmt.Sprintf("%d queued sendMessage request(s)", n), func(st []string) bool { return queued(st) == n })
 }
 
 // failoverLog summarizes the provider walk of a turn's events.
-func failoverLog(t *testing.T, evs []client.Event) []string {
+func failoverLog(t testing.TB, evs []client.Event) []string {
 	t.Helper()
 	var out []string
 	for _, ev := range evs {
@@ -629,7 +629,7 @@ func failoverLog(t *testing.T, evs []client.Event) []string {
 }
 
 // readUntil reads sub until an event of type typ (inclusive).
-func readUntil(t *testing.T, ctx context.Context, sub *client.Subscription, typ string) []client.Event {
+func readUntil(t testing.TB, ctx context.Context, sub *client.Subscription, typ string) []client.Event {
 	t.Helper()
 	var out []client.Event
 	for {
