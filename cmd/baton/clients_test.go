@@ -441,6 +441,12 @@ func TestClientCallsStream(t *testing.T) {
 	if r.json(t)["accepted"] != true {
 		t.Errorf("first result: %s", r.body)
 	}
+	// An accepted result is already durable: the log has it.
+	ev := s.client("GET", "/api/v1/sessions/"+sess.ID+"/events?limit=200", sess.Key, nil)
+	if !strings.Contains(string(ev.body), `"event_type":"client.tool.result"`) ||
+		!strings.Contains(string(ev.body), first["call_id"].(string)) {
+		t.Fatalf("accepted result not in the log yet: %s", ev.body)
+	}
 	r = s.client("POST", resPath, sess.Key, map[string]any{"content": "two"})
 	if r.json(t)["accepted"] != false {
 		t.Errorf("second result: %s", r.body)
