@@ -154,10 +154,10 @@ func (c *call) sendMessage() {
 		c.fail(c.rpcError(res.Err))
 		return
 	}
-	c.reply(struct {
-		Message baton.Message    `json:"message"`
-		Events  []wire.EventView `json:"events"`
-	}{res.Message, wire.Views(res.Events)}, nil)
+	if !c.req.Notification() { // the events carry whole provider requests: copy, don't re-encode
+		c.out.buf = append(wire.AppendTurnResult(c.out.buf[:0], c.req.ID, res.Message, res.Events), '\n')
+		c.out.flush()
+	}
 }
 
 // forward relays the caller's feed until the turn is done. It returns false

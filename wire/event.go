@@ -45,7 +45,15 @@ func Views(evs []*baton.Event) []EventView {
 // ev to dst without building intermediate values: this is the hot path of
 // every stream.
 func AppendEventNotification(dst []byte, ev *baton.Event) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"session.event","params":{"id":`...)
+	dst = append(dst, `{"jsonrpc":"2.0","method":"session.event","params":`...)
+	dst = AppendEventView(dst, ev)
+	return append(dst, '}')
+}
+
+// AppendEventView appends ev's EventView JSON to dst. The payload is
+// copied as stored: the store only holds valid JSON.
+func AppendEventView(dst []byte, ev *baton.Event) []byte {
+	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, ev.ID)
 	dst = append(dst, `,"session_id":`...)
 	dst = appendString(dst, ev.SessionID)
@@ -65,7 +73,31 @@ func AppendEventNotification(dst []byte, ev *baton.Event) []byte {
 	}
 	dst = append(dst, `,"created_at":"`...)
 	dst = ev.CreatedAt.UTC().AppendFormat(dst, baton.TimeLayout)
-	return append(dst, `"}}`...)
+	return append(dst, `"}`...)
+}
+
+// AppendTurnResult appends the terminal frame of a sendMessage:
+// {"jsonrpc":"2.0","id":id,"result":{"message":…,"events":[…]}}. The
+// events, which carry whole provider requests, are copied, not re-encoded.
+func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events []*baton.Event) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, nullID(id)...)
+	dst = append(dst, `,"result":{"message":{"role":`...)
+	dst = appendString(dst, msg.Role)
+	dst = append(dst, `,"content":`...)
+	if len(msg.Content) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, msg.Content...)
+	}
+	dst = append(dst, `},"events":[`...)
+	for i, ev := range events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendEventView(dst, ev)
+	}
+	return append(dst, "]}}"...)
 }
 
 // DeltaNotification is the opt-in session.event_delta frame (Baton

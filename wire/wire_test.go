@@ -188,3 +188,29 @@ func BenchmarkEventNotification(b *testing.B) {
 		buf = AppendEventNotification(buf[:0], ev)
 	}
 }
+
+// TestTurnResultMatchesGeneric: the fast terminal frame of sendMessage
+// equals the one encoding/json would build.
+func TestTurnResultMatchesGeneric(t *testing.T) {
+	evs := []*baton.Event{
+		{ID: "evt_1", SessionID: "ses_1", ClientKeyID: "key_1", Type: "client.message.send", Payload: json.RawMessage(`{"role":"user","content":"a\u003cb"}`), CreatedAt: time.Unix(5, 0)},
+		{ID: "evt_2", SessionID: "ses_1", Type: "server.message.send", Payload: json.RawMessage(`{"content":[]}`), CreatedAt: time.Unix(6, 0)},
+	}
+	msg := baton.Message{Role: "assistant", Content: json.RawMessage(`[{"type":"text","text":"hi"}]`)}
+	fast := AppendTurnResult(nil, json.RawMessage(`7`), msg, evs)
+	slow, _ := Result(json.RawMessage(`7`), struct {
+		Message baton.Message `json:"message"`
+		Events  []EventView   `json:"events"`
+	}{msg, Views(evs)})
+	var a, b any
+	if err := json.Unmarshal(fast, &a); err != nil {
+		t.Fatalf("fast frame is not JSON: %v\n%s", err, fast)
+	}
+	json.Unmarshal(slow, &b)
+	if !bytes.Equal(mustMarshal(a), mustMarshal(b)) {
+		t.Fatalf("fast %s\nslow %s", fast, slow)
+	}
+	if got := AppendTurnResult(nil, nil, msg, nil); !json.Valid(got) || !bytes.Contains(got, []byte(`"id":null`)) || !bytes.Contains(got, []byte(`"events":[]`)) {
+		t.Fatalf("empty result: %s", got)
+	}
+}
