@@ -48,7 +48,7 @@ func (tc *turnCtx) withRegistered(base *toolset) (*toolset, error) {
 	for _, c := range live {
 		for _, t := range c.Tools {
 			name := RegisteredToolName(c.Name, t.Name)
-			if ts.client[name] || ts.sandbox[name] || ts.subagent[name] {
+			if ts.client[name] || ts.sandbox[name] || ts.subagent[name] || ts.mcp[name] != "" {
 				continue // a declared tool of that exact name wins
 			}
 			ts.registered[name] = regTarget{clientID: c.ID, tool: t.Name}

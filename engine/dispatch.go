@@ -20,26 +20,8 @@ func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessag
 	case dispatchSubagent:
 		return tc.dispatchSubagent(u)
 	default:
-		return tc.dispatchMCP(u)
+		return tc.dispatchMCP(u, ts)
 	}
-}
-
-// dispatchMCP answers a call routed to MCP. The session has no MCP
-// connection for it, so the result is the documented error.
-func (tc *turnCtx) dispatchMCP(u toolUse) (json.RawMessage, error) {
-	id, actor := tc.a.id, tc.t.actor
-	msg := fmt.Sprintf("no MCP server is configured for tool '%s'", u.Name)
-	content := textContent("MCP error: " + msg)
-	err := tc.emit(
-		baton.NewEvent(id, actor, baton.EventMCPRequest, map[string]any{
-			"method": "tools/call", "server_name": nil, "tool": u.Name, "input": u.Input,
-		}),
-		baton.NewEvent(id, actor, baton.EventMCPResponse, map[string]any{"server_name": nil, "ok": false, "error": msg}),
-		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-			"tool_use_id": u.ID, "dispatch": dispatchMCP, "server_name": nil, "is_error": true, "content": content,
-		}),
-	)
-	return toolResult(u.ID, content, true), err
 }
 
 // dispatchSandbox runs an Auto-mode sandbox tool: input.command in the

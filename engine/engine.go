@@ -32,6 +32,8 @@ type Options struct {
 	Images baton.ImageProvisioner
 	// Sandboxes runs remote sandboxes; nil means none can be started.
 	Sandboxes baton.SandboxDriver
+	// MCP connects the MCP servers profiles name; nil means no MCP tools.
+	MCP baton.MCPPool
 	// Auth, when set, is told about revoked keys so its caches drop them.
 	Auth baton.Authenticator
 	// TurnTimeout is how long a paused turn is reserved for its owner
@@ -71,6 +73,7 @@ type Engine struct {
 	providers       map[string]baton.Provider
 	images          baton.ImageProvisioner
 	sandboxes       baton.SandboxDriver
+	mcp             baton.MCPPool
 	auth            baton.Authenticator
 	turnTimeout     time.Duration
 	providerTimeout time.Duration
@@ -107,7 +110,7 @@ var (
 func New(opts Options) *Engine {
 	e := &Engine{
 		store: opts.Store, hub: opts.Hub, registry: opts.Registry, providers: opts.Providers,
-		images: opts.Images, sandboxes: opts.Sandboxes, auth: opts.Auth,
+		images: opts.Images, sandboxes: opts.Sandboxes, mcp: opts.MCP, auth: opts.Auth,
 		turnTimeout: opts.TurnTimeout, providerTimeout: opts.ProviderTimeout,
 		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
 		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
@@ -215,6 +218,9 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 		}
 	}
 	e.endClients(ctx, sessionID, actor)
+	if e.mcp != nil {
+		e.mcp.CloseSession(sessionID)
+	}
 	if e.hub != nil {
 		e.hub.End(sessionID, "")
 	}

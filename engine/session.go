@@ -64,6 +64,7 @@ func (e *Engine) Open(ctx context.Context, clientKey *baton.Key, req *baton.Open
 		return nil, err
 	}
 	e.log.Info("session opened", "session_id", s.ID, "profile_id", prof.ID, "client_key_id", clientKey.ID)
+	e.mcpTools(ctx, s.ID, prof) // connect now; failures are logged, never fail the open
 	return &baton.OpenResult{SessionID: s.ID, SessionKey: plain, Profile: summary(prof, entry)}, nil
 }
 

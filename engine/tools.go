@@ -17,6 +17,8 @@ type toolset struct {
 	// registered routes client__{name}__{tool} names to live registered
 	// clients; rebuilt before every model call (withRegistered).
 	registered map[string]regTarget
+	// mcp routes MCP tool names to their server (withMCP).
+	mcp map[string]string
 }
 
 // toolsFor snapshots the acting client key's tools at the start of a turn.

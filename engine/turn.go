@@ -219,7 +219,7 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	} else {
 		cv.add(baton.Message{Role: t.msg.Role, Content: content})
 	}
-	res, p := tc.loop(prof, cv, toolsFor(s, t.actor))
+	res, p := tc.loop(prof, cv, tc.withMCP(prof, toolsFor(s, t.actor)))
 	if tc.clean {
 		tc.a.keepConvo(cv)
 	}
@@ -256,7 +256,11 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 			kinds[i] = tools.classify(u.Name)
 			p := map[string]any{"id": u.ID, "name": u.Name, "input": u.Input, "dispatch": kinds[i]}
 			if kinds[i] == dispatchMCP {
-				p["server_name"] = nil
+				if srv := tools.mcp[u.Name]; srv != "" {
+					p["server_name"] = srv
+				} else {
+					p["server_name"] = nil
+				}
 			}
 			calls[i] = baton.NewEvent(id, t.actor, baton.EventToolCall, p)
 			paused = paused || kinds[i] == dispatchClient

@@ -30,6 +30,7 @@ type serveConfig struct {
 	MaxSubagents      int
 	MaxClients        int           // BATON_MAX_CLIENTS_PER_SESSION
 	ClientCallTimeout time.Duration // BATON_CLIENT_CALL_TIMEOUT
+	MCPCallTimeout    time.Duration // BATON_MCP_CALL_TIMEOUT
 	AdminKeyFile      string
 	AdminKeyHashFile  string
 	DisableAdminAuth  bool
@@ -75,6 +76,7 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 		MaxSubagents:      8,
 		MaxClients:        16,
 		ClientCallTimeout: 120 * time.Second,
+		MCPCallTimeout:    30 * time.Second,
 		AdminKeyFile:      "/var/lib/bae/admin-key.pem",
 		AdminKeyHashFile:  "/var/lib/bae/admin-key-hash.pem",
 		SandboxDriver:     "docker",
@@ -118,6 +120,7 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	secs("BAE_SUBAGENT_TIMEOUT", &c.SubagentTimeout)
 	secs("BATON_PROVIDER_TIMEOUT", &c.ProviderTimeout)
 	secs("BATON_CLIENT_CALL_TIMEOUT", &c.ClientCallTimeout)
+	secs("BATON_MCP_CALL_TIMEOUT", &c.MCPCallTimeout)
 	if v := strings.TrimSpace(getenv("BATON_MAX_CLIENTS_PER_SESSION")); v != "" {
 		n, err := strconv.ParseUint(v, 10, 16)
 		if err != nil || n == 0 {

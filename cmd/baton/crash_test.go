@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/baton-engine/baton/mcp/mcptest"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,10 @@ import (
 // TestMain lets the test binary act as the baton binary when re-executed
 // by a crash test, so those tests kill a real process without a build step.
 func TestMain(m *testing.M) {
+	if os.Getenv(mcptest.EnvServe) == "1" { // the MCP tests' stdio server
+		mcptest.ServeStdio()
+		return
+	}
 	if os.Getenv("BATON_TEST_RUN_MAIN") == "1" {
 		os.Args = append([]string{"baton"}, strings.Fields(os.Getenv("BATON_TEST_ARGS"))...)
 		main()

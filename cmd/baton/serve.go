@@ -21,6 +21,7 @@ import (
 	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/hub"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/mcp"
 	"github.com/baton-engine/baton/provider/anthropic"
 	"github.com/baton-engine/baton/provider/openai"
 	"github.com/baton-engine/baton/provider/scripted"
@@ -104,6 +105,11 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	claude, gpt := anthropic.New(nil), openai.New(nil)
 	defer claude.Close()
 	defer gpt.Close()
+	pool, err := mcp.Open(mcp.Options{CallTimeout: cfg.MCPCallTimeout, LookupEnv: c.lookupEnv, Version: baton.Version, Logger: log})
+	if err != nil {
+		return runtimeErr(err)
+	}
+	defer pool.Close() // after the engine's Close: stops every session's stdio servers
 	eng := engine.New(engine.Options{
 		Store: db, Hub: feed, Registry: registry, Images: prov, Auth: authn, Logger: log,
 		Providers: map[string]baton.Provider{
@@ -119,6 +125,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Clients:           db,
 		MaxClients:        cfg.MaxClients,
 		ClientCallTimeout: cfg.ClientCallTimeout,
+		MCP:               pool,
 	})
 	defer eng.Close()
 
