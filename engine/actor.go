@@ -28,6 +28,8 @@ type actor struct {
 	timer   *time.Timer
 	sandbox *remoteSandbox // the session's remote sandbox, if any
 	convo   *convo         // the conversation after the last finished turn; nil = read the log
+	row     *baton.Session // the open session's row, while nothing changed it
+	rowGen  uint64         // bumped by every change, so a read racing one is not cached
 }
 
 // maxCachedConvo bounds the conversation an idle actor keeps in memory;
@@ -249,6 +251,7 @@ func (a *actor) close() {
 	a.drivers = map[string]struct{}{}
 	a.parked = nil
 	a.convo = nil
+	a.row = nil
 	a.disarmLocked()
 	queue := a.queue
 	a.queue = nil

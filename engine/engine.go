@@ -225,3 +225,45 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 		e.hub.End(sessionID, "")
 	}
 }
+
+// sessionRow returns the session, from its actor's cache while the session
+// is open and nothing has changed it. Every change to a session row goes
+// through the engine (join, tool updates, ending it), which drops the
+// cached row.
+func (e *Engine) sessionRow(ctx context.Context, id string) (*baton.Session, error) {
+	e.mu.Lock()
+	a := e.actors[id]
+	e.mu.Unlock()
+	var gen uint64
+	if a != nil {
+		a.mu.Lock()
+		row, g := a.row, a.rowGen
+		a.mu.Unlock()
+		if row != nil {
+			return row, nil
+		}
+		gen = g
+	}
+	s, err := e.store.Session(ctx, id)
+	if err == nil && a != nil && s.State == baton.StateOpen {
+		a.mu.Lock()
+		if !a.closed && a.rowGen == gen {
+			a.row = s
+		}
+		a.mu.Unlock()
+	}
+	return s, err
+}
+
+// dropRow forgets a session's cached row after a change to it.
+func (e *Engine) dropRow(id string) {
+	e.mu.Lock()
+	a := e.actors[id]
+	e.mu.Unlock()
+	if a != nil {
+		a.mu.Lock()
+		a.row = nil
+		a.rowGen++
+		a.mu.Unlock()
+	}
+}

@@ -10,7 +10,7 @@ import (
 
 // openSession reads the session and enforces the S gate.
 func (e *Engine) openSession(ctx context.Context, id string) (*baton.Session, error) {
-	s, err := e.store.Session(ctx, id)
+	s, err := e.sessionRow(ctx, id)
 	if baton.ErrorCode(err) == baton.ECodeNotFound {
 		return nil, baton.Errorf(baton.ECodeSessionFailed, "session no longer exists")
 	}
@@ -172,6 +172,7 @@ func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json
 			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name)
 		}
 	}
+	defer e.dropRow(s.ID)
 	return e.store.SetClientTools(ctx, s.ID, key.ClientID, tools)
 }
 

@@ -96,6 +96,7 @@ func (e *Engine) Join(ctx context.Context, clientKey *baton.Key, sessionID strin
 	}
 	key, plain := baton.MintKey(baton.RoleSession, s.ID, prof.ID, clientKey.ID)
 	ev := baton.NewEvent(s.ID, clientKey.ID, baton.EventSessionJoin, payloadOf(req))
+	defer e.dropRow(s.ID)
 	if err := e.store.JoinSession(ctx, s.ID, p, key, ev); err != nil {
 		return nil, err
 	}

@@ -93,6 +93,7 @@ func (tc *turnCtx) fail(payload map[string]any) *baton.TurnResult {
 		return &baton.TurnResult{Err: err}
 	}
 	ev := baton.NewEvent(tc.a.id, tc.t.actor, baton.EventSessionError, payload)
+	defer tc.e.dropRow(tc.a.id)
 	ended, err := tc.e.store.EndSession(tc.wctx, tc.a.id, baton.StateError, ev)
 	if err != nil {
 		return &baton.TurnResult{Err: errLoop}
@@ -131,7 +132,7 @@ func (e *Engine) runTurn(a *actor, t *turnRun) {
 // run is the turn: spec-client §5.2 steps 5–11 and spec-engine §1.
 func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	e, t, id := tc.e, tc.t, tc.a.id
-	s, err := e.store.Session(tc.wctx, id)
+	s, err := e.sessionRow(tc.wctx, id)
 	if baton.ErrorCode(err) == baton.ECodeNotFound {
 		return &baton.TurnResult{Err: baton.Errorf(baton.ECodeSessionFailed, "session no longer exists")}, nil
 	} else if err != nil {
@@ -161,7 +162,9 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 			ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{
 				"reason": "tool_result_merge_invalid", "detail": err.Error(),
 			})
-			if _, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev); err != nil {
+			_, endErr := e.store.EndSession(tc.wctx, id, baton.StateError, ev)
+			e.dropRow(id) // after the change, so a racing read cannot cache the old row
+			if endErr != nil {
 				return &baton.TurnResult{Err: errLoop}, nil
 			}
 			return &baton.TurnResult{Err: baton.Errorf(baton.ECodeMergeInvalid, "tool result merge invalid: %s", err)}, nil
@@ -201,7 +204,9 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	prof, err := e.store.Profile(tc.wctx, s.ProfileID)
 	if baton.ErrorCode(err) == baton.ECodeNotFound {
 		ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{"reason": "profile_unavailable", "profile_id": s.ProfileID})
-		if _, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev); err != nil {
+		_, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev)
+		e.dropRow(id)
+		if err != nil {
 			return &baton.TurnResult{Err: errLoop}, nil
 		}
 		return &baton.TurnResult{Err: baton.Errorf(baton.ECodeSessionFailed,
