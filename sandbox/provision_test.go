@@ -3,17 +3,14 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/sandbox/sandboxtest"
 )
 
 // fakeEnsurer blocks each EnsureImage until released, so a test can look at
@@ -83,61 +80,9 @@ func TestProvisionerCloseStopsRuns(t *testing.T) {
 	}
 }
 
-// fakeEngine serves the slice of the Docker Engine API that EnsureImage
-// uses, on a unix socket.
-type fakeEngine struct {
-	mu     sync.Mutex
-	images map[string]bool
-	pulls  []string
-	deny   string
-}
-
-func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/images/") && strings.HasSuffix(r.URL.Path, "/json"):
-		name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/images/"), "/json")
-		if !e.images[name] {
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"message":"No such image: ` + name + `"}`))
-			return
-		}
-		w.Write([]byte(`{"Id":"sha256:abc"}`))
-	case r.Method == http.MethodPost && r.URL.Path == "/images/create":
-		ref := r.URL.Query().Get("fromImage") + ":" + r.URL.Query().Get("tag")
-		e.pulls = append(e.pulls, ref)
-		if ref == e.deny {
-			w.Write([]byte(`{"status":"Pulling"}` + "\n" + `{"error":"pull access denied"}` + "\n"))
-			return
-		}
-		e.images[ref] = true
-		w.Write([]byte(`{"status":"Pulling"}` + "\n" + `{"status":"Downloaded"}` + "\n"))
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func startFakeEngine(t *testing.T, e *fakeEngine) string {
-	dir, err := os.MkdirTemp("", "dk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "docker.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: e}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return sock
-}
-
 func TestDockerEnsureImage(t *testing.T) {
-	e := &fakeEngine{images: map[string]bool{"alpine:3": true}, deny: "private/x:latest"}
-	d := NewDocker(startFakeEngine(t, e))
+	e := &sandboxtest.Engine{Images: []string{"alpine:3"}, Deny: "private/x:latest"}
+	d := NewDocker(e.Start(t))
 	ctx := context.Background()
 	if err := d.EnsureImage(ctx, "alpine:3"); err != nil {
 		t.Fatalf("present image: %v", err)
@@ -149,7 +94,7 @@ func TestDockerEnsureImage(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "pull access denied") {
 		t.Fatalf("denied pull: err = %v", err)
 	}
-	if d := cmp.Diff([]string{"localhost:5000/tools:latest", "private/x:latest"}, e.pulls); d != "" {
+	if d := cmp.Diff([]string{"localhost:5000/tools:latest", "private/x:latest"}, e.Pulls()); d != "" {
 		t.Fatalf("pulls (-want +got):\n%s", d)
 	}
 }

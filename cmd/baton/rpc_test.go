@@ -322,7 +322,9 @@ func TestRPCSubscribeReplayLiveAndEnd(t *testing.T) {
 }
 
 func TestRPCSandboxAndSubagentMethods(t *testing.T) {
-	s := startServer(t)
+	// No Docker engine answers: starting a sandbox fails (see sandbox_test.go
+	// for the driver at work).
+	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = "/nonexistent/docker.sock" })
 	pro := s.profile(map[string]any{"name": "sbx", "primary_provider": "script", "available_sandboxes": []any{"alpine:3"}})
 	_, k := s.clientKey("c", pro)
 	r := s.client("POST", "/api/v1/sessions", k, map[string]any{})
@@ -393,7 +395,7 @@ func TestRPCSandboxAndSubagentMethods(t *testing.T) {
 	}
 	want := []string{
 		`session.sandbox.start {"dispatch":"remote","image":"alpine:3"}`,
-		`session.sandbox.error {"detail":"this server has no sandbox driver that can start sandboxes","dispatch":"remote","image":"alpine:3","phase":"start","unsandboxed":false}`,
+		`session.sandbox.error {"detail":"docker engine not reachable at /nonexistent/docker.sock: connect: no such file or directory","dispatch":"remote","image":"alpine:3","phase":"start","unsandboxed":false}`,
 		`session.sandbox.running {"container_id":null,"detail":"host","dispatch":"local","image":null,"unsandboxed":true}`,
 		`session.subagent.failed {"detail":null,"dispatch":"local","exit_code":2,"harness":"h","model":"m","reason":"nonzero_exit","subagent_id":"a"}`,
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,7 +92,14 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return runtimeErr(fmt.Errorf("admin key bootstrap: %w", err))
 	}
 
-	prov := sandbox.NewProvisioner(imageDriver(cfg), log)
+	images, docker := imageDriver(cfg)
+	if docker != nil {
+		// Crash recovery: no sandbox of an earlier run is left behind. An
+		// unreachable engine only fails the sandboxes that need it.
+		cleanupSandboxes(ctx, docker, log, "start")
+		defer cleanupSandboxes(context.WithoutCancel(ctx), docker, log, "shutdown")
+	}
+	prov := sandbox.NewProvisioner(images, log)
 	defer prov.Close()
 	if err := provisionAll(ctx, db, prov); err != nil {
 		return runtimeErr(err)
@@ -110,7 +119,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return runtimeErr(err)
 	}
 	defer pool.Close() // after the engine's Close: stops every session's stdio servers
-	eng := engine.New(engine.Options{
+	opts := engine.Options{
 		Store: db, Hub: feed, Registry: registry, Images: prov, Auth: authn, Logger: log,
 		Providers: map[string]baton.Provider{
 			baton.ProviderAnthropic: claude,
@@ -126,7 +135,11 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		MaxClients:        cfg.MaxClients,
 		ClientCallTimeout: cfg.ClientCallTimeout,
 		MCP:               pool,
-	})
+	}
+	if docker != nil {
+		opts.Sandboxes = docker
+	}
+	eng := engine.New(opts)
 	defer eng.Close()
 
 	if dev != nil {
@@ -233,13 +246,34 @@ func newLogger(w io.Writer, cfg *serveConfig) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// imageDriver picks what makes sandbox images ready: the Docker engine, or
-// rootfs directories for the process driver.
-func imageDriver(cfg *serveConfig) sandbox.ImageEnsurer {
+// imageDriver picks what makes sandbox images ready: the Docker engine
+// (which also runs the sandboxes, returned as docker), or rootfs
+// directories for the process driver. Docker containers are labelled with
+// this server's instance (a digest of its store location) so that
+// cleanup on a shared engine touches only this server's sandboxes.
+func imageDriver(cfg *serveConfig) (sandbox.ImageEnsurer, *sandbox.Docker) {
 	if cfg.SandboxDriver == "process" {
-		return sandbox.RootfsDir(cfg.rootfsDir())
+		return sandbox.RootfsDir(cfg.rootfsDir()), nil
 	}
-	return sandbox.NewDocker(cfg.DockerSocket)
+	d := sandbox.NewDocker(cfg.DockerSocket)
+	sum := sha256.Sum256([]byte(cfg.storeURL()))
+	d.Instance = hex.EncodeToString(sum[:8])
+	return d, d
+}
+
+// cleanupSandboxes removes this server's sandbox containers, logging the
+// outcome; it never fails the caller.
+func cleanupSandboxes(ctx context.Context, d *sandbox.Docker, log *slog.Logger, when string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := d.Cleanup(ctx)
+	if err != nil {
+		log.Warn("sandbox cleanup", "at", when, "removed", n, "err", err)
+		return
+	}
+	if n > 0 {
+		log.Info("sandbox cleanup", "at", when, "removed", n)
+	}
 }
 
 // rootfsDir is BATON_SANDBOX_ROOTFS_DIR, by default "rootfs" next to the

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/sandbox/sandboxtest"
+)
+
+// TestDockerSandboxEndToEnd runs the remote sandbox RPCs, an Auto-mode
+// sandbox tool and close against a fake Docker engine on a unix socket.
+func TestDockerSandboxEndToEnd(t *testing.T) {
+	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
+	sock := eng.Start(t)
+	// A sandbox left behind by an earlier (crashed) run of this server is
+	// removed at start; another server's is not.
+	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
+	eng.Add(sandboxtest.Container{ID: "foreign", Labels: map[string]string{"dev.baton.sandbox": "1", "dev.baton.instance": "other"}, Running: true})
+
+	pro := loopProfile(t, s, map[string]any{
+		"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}, "allowed_tools": []string{"shell"},
+	})
+	_, key := s.clientKey("k", pro)
+	r := s.client("POST", "/api/v1/sessions", key, map[string]any{
+		"sandbox_tools": []any{map[string]any{"name": "shell", "description": "run a command", "input_schema": map[string]any{"type": "object"}}},
+	})
+	mustStatus(t, r, 201)
+	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
+	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
+
+	res, _ := rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	var started struct {
+		SandboxID string `json:"sandbox_id"`
+		Image     string `json:"image"`
+		StartedAt string `json:"started_at"`
+	}
+	json.Unmarshal(res, &started)
+	if started.Image != "alpine:3" || started.StartedAt == "" {
+		t.Fatalf("start result %s", res)
+	}
+	cs := eng.Containers()
+	if len(cs) != 2 || cs[0].ID != started.SandboxID || !cs[0].Running || cs[0].Labels["dev.baton.sandbox"] != "1" || !cs[0].AutoRemove {
+		t.Fatalf("containers %+v, started %q", cs, started.SandboxID)
+	}
+
+	res, _ = rpcResult(t, s, sid, sk, "session.execRemoteSandbox", map[string]any{"command": "echo hi"})
+	if string(res) != `{"stdout":"hi\n","stderr":"","exit_code":0}` {
+		t.Errorf("exec result %s", res)
+	}
+
+	// An Auto-mode sandbox tool runs in the sandbox without pausing.
+	res, _ = rpcResult(t, s, sid, sk, "session.sendMessage", map[string]any{"message": map[string]any{"content": `call shell {"command":"echo from-tool"}`}})
+	var tr turnResult
+	if err := json.Unmarshal(res, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Message.Text(); !strings.Contains(got, "from-tool") {
+		t.Errorf("reply %q", got)
+	}
+	results := ofType(tr.Events, "tool.result")
+	if len(results) != 1 {
+		t.Fatalf("events %v", types(tr.Events))
+	}
+	want := map[string]any{"dispatch": "sandbox", "is_error": false, "content": []any{map[string]any{"type": "text", "text": "from-tool\n"}}}
+	got := payload(t, results[0])
+	delete(got, "tool_use_id")
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("tool.result (-want +got):\n%s", d)
+	}
+	if resp := ofType(tr.Events, "sandbox.response"); len(resp) != 1 || payload(t, resp[0])["sandbox_id"] != started.SandboxID {
+		t.Errorf("sandbox.response %v", resp)
+	}
+
+	res, _ = rpcResult(t, s, sid, sk, "session.stopRemoteSandbox", map[string]any{})
+	if !strings.Contains(string(res), `"stopped":true`) {
+		t.Errorf("stop result %s", res)
+	}
+	if d := cmp.Diff([]string{
+		`session.sandbox.start {"dispatch":"remote","image":"alpine:3"}`,
+		`session.sandbox.running {"dispatch":"remote","image":"alpine:3","sandbox_id":"ID","unsandboxed":false}`,
+		`session.sandbox.stop {"dispatch":"remote","image":"alpine:3","reason":"explicit","sandbox_id":"ID"}`,
+		`session.sandbox.stopped {"dispatch":"remote","image":"alpine:3","reason":"explicit","sandbox_id":"ID","unsandboxed":false}`,
+	}, sandboxEvents(t, s, sid, sk, started.SandboxID)); d != "" {
+		t.Errorf("sandbox events (-want +got):\n%s", d)
+	}
+	if cs := eng.Containers(); len(cs) != 1 || cs[0].ID != "foreign" {
+		t.Errorf("after stop: %+v", cs)
+	}
+
+	// Closing the session stops a running sandbox: the engine sees stop
+	// and delete for it.
+	res, _ = rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	json.Unmarshal(res, &started)
+	mustStatus(t, s.client("DELETE", "/api/v1/sessions/"+sid, sk, nil), 200)
+	var calls []string
+	for _, rq := range eng.Requests() {
+		if strings.Contains(rq.Path, started.SandboxID) {
+			calls = append(calls, rq.Method+" "+strings.Replace(rq.Path, started.SandboxID, "ID", 1))
+		}
+	}
+	wantCalls := []string{"POST /containers/ID/start", "POST /containers/ID/stop", "DELETE /containers/ID"}
+	if d := cmp.Diff(wantCalls, calls); d != "" {
+		t.Errorf("engine calls for the second sandbox (-want +got):\n%s", d)
+	}
+	if cs := eng.Containers(); len(cs) != 1 || cs[0].ID != "foreign" {
+		t.Errorf("after close: %+v", cs)
+	}
+}
+
+// TestDockerSandboxCleanupAtStart: this server's sandboxes left by a
+// crashed run are removed when it starts again, and at shutdown.
+func TestDockerSandboxCleanupAtStart(t *testing.T) {
+	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
+	sock := eng.Start(t)
+	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
+	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}})
+	_, key := s.clientKey("k", pro)
+	r := s.client("POST", "/api/v1/sessions", key, map[string]any{})
+	mustStatus(t, r, 201)
+	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
+	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
+	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	mine := eng.Containers()[0]
+	s.stop()
+	if cs := eng.Containers(); len(cs) != 0 {
+		t.Fatalf("left after shutdown: %+v", cs)
+	}
+
+	// As after a crash: the container is still there when the server
+	// comes back.
+	eng.Add(mine)
+	eng.Add(sandboxtest.Container{ID: "foreign", Labels: map[string]string{"dev.baton.sandbox": "1", "dev.baton.instance": "other"}})
+	runServer(t, s.dir, s.env)
+	if cs := eng.Containers(); len(cs) != 1 || cs[0].ID != "foreign" {
+		t.Fatalf("after restart: %+v", cs)
+	}
+}
+
+// sandboxEvents lists the session's session.sandbox.* events as "type
+// payload", with id replaced by ID.
+func sandboxEvents(t *testing.T, s *server, sid, sk, id string) []string {
+	t.Helper()
+	r := s.client("GET", "/api/v1/sessions/"+sid+"/events", sk, nil)
+	mustStatus(t, r, 200)
+	var page struct {
+		Items []struct {
+			EventType string          `json:"event_type"`
+			Payload   json.RawMessage `json:"payload"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, it := range page.Items {
+		if strings.HasPrefix(it.EventType, "session.sandbox.") && it.EventType != "session.sandbox.available" {
+			out = append(out, it.EventType+" "+strings.ReplaceAll(string(it.Payload), id, "ID"))
+		}
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/baton-engine/baton"
+)
+
+var _ baton.SandboxDriver = (*Docker)(nil)
+
+// Start creates and starts a long-lived container of image running
+// `sleep infinity`, removed by the engine once stopped (BAE's
+// `docker run -d --rm <img> sleep infinity`), and returns its id.
+func (d *Docker) Start(ctx context.Context, image string) (string, error) {
+	fail := func(detail string) error {
+		return fmt.Errorf("sandbox runtime error: docker run %q failed: %s", image, detail)
+	}
+	labels := map[string]string{LabelSandbox: "1"}
+	if d.Instance != "" {
+		labels[LabelInstance] = d.Instance
+	}
+	body := map[string]any{
+		"Image":      image,
+		"Cmd":        []string{"sleep", "infinity"},
+		"Labels":     labels,
+		"HostConfig": map[string]any{"AutoRemove": true},
+	}
+	status, b, err := d.do(ctx, http.MethodPost, "/containers/create", body)
+	if err != nil {
+		return "", fail(err.Error())
+	}
+	var created struct {
+		ID string `json:"Id"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(b, &created) != nil || created.ID == "" {
+		return "", fail(engineMessage(b))
+	}
+	status, b, err = d.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(created.ID)+"/start", nil)
+	if err == nil && status != http.StatusNoContent && status != http.StatusNotModified {
+		err = errors.New(engineMessage(b))
+	}
+	if err != nil {
+		// Do not leave the created container behind.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = d.remove(rctx, created.ID)
+		return "", fail(err.Error())
+	}
+	return created.ID, nil
+}
+
+// Stop stops the container (5 s grace) and removes it. A container that
+// is already stopped, gone, or being removed is not an error.
+func (d *Docker) Stop(ctx context.Context, id string) error {
+	status, b, err := d.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/stop?t=5", nil)
+	if err != nil {
+		return fmt.Errorf("sandbox runtime error: docker stop %q failed: %v", id, err)
+	}
+	switch status {
+	case http.StatusNoContent, http.StatusNotModified, http.StatusNotFound:
+	default:
+		return fmt.Errorf("sandbox runtime error: docker stop %q failed: %s", id, engineMessage(b))
+	}
+	if err := d.remove(ctx, id); err != nil {
+		return fmt.Errorf("sandbox runtime error: docker rm %q failed: %v", id, err)
+	}
+	return nil
+}
+
+// remove force-removes a container; gone or removal in progress is fine.
+func (d *Docker) remove(ctx context.Context, id string) error {
+	status, b, err := d.do(ctx, http.MethodDelete, "/containers/"+url.PathEscape(id)+"?force=1", nil)
+	if err != nil {
+		return err
+	}
+	switch status {
+	case http.StatusNoContent, http.StatusOK, http.StatusNotFound, http.StatusConflict:
+		return nil
+	}
+	return errors.New(engineMessage(b))
+}
+
+// Cleanup removes every sandbox container of this server (label
+// dev.baton.sandbox=1, and dev.baton.instance when Instance is set),
+// running or not, and returns how many it removed. Run at start it
+// recovers from a crash; at shutdown it leaves nothing behind.
+func (d *Docker) Cleanup(ctx context.Context) (int, error) {
+	filter := []string{LabelSandbox + "=1"}
+	if d.Instance != "" {
+		filter = append(filter, LabelInstance+"="+d.Instance)
+	}
+	f, _ := json.Marshal(map[string][]string{"label": filter})
+	q := url.Values{"all": {"1"}, "filters": {string(f)}}
+	status, b, err := d.do(ctx, http.MethodGet, "/containers/json?"+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	var list []struct {
+		ID string `json:"Id"`
+	}
+	if status != http.StatusOK || json.Unmarshal(b, &list) != nil {
+		return 0, fmt.Errorf("docker list sandboxes: %s", engineMessage(b))
+	}
+	var errs []error
+	n := 0
+	for _, c := range list {
+		if err := d.remove(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.ID, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Exec runs `sh -c command` in the container and collects its output,
+// each stream capped at OutputCap (the excess is dropped and a marker
+// appended). A non-zero exit is a result; ctx cancellation aborts.
+func (d *Docker) Exec(ctx context.Context, id, command string) (baton.ExecResult, error) {
+	fail := func(detail string) (baton.ExecResult, error) {
+		if ctx.Err() != nil {
+			return baton.ExecResult{}, ctx.Err()
+		}
+		return baton.ExecResult{}, fmt.Errorf("sandbox runtime error: docker exec %q failed: %s", id, detail)
+	}
+	status, b, err := d.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/exec", map[string]any{
+		"Cmd": []string{"sh", "-c", command}, "AttachStdout": true, "AttachStderr": true,
+	})
+	if err != nil {
+		return fail(err.Error())
+	}
+	var created struct {
+		ID string `json:"Id"`
+	}
+	if status != http.StatusCreated || json.Unmarshal(b, &created) != nil || created.ID == "" {
+		return fail(engineMessage(b))
+	}
+	execPath := "/exec/" + url.PathEscape(created.ID)
+	resp, err := d.stream(ctx, http.MethodPost, execPath+"/start", map[string]any{"Detach": false, "Tty": false})
+	if err != nil {
+		return fail(err.Error())
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		return fail(engineMessage(b))
+	}
+	limit := d.OutputCap
+	if limit <= 0 {
+		limit = DefaultOutputCap
+	}
+	stdout, stderr := &capBuffer{max: limit}, &capBuffer{max: limit}
+	err = Demux(resp.Body, stdout, stderr)
+	resp.Body.Close()
+	if ctx.Err() != nil {
+		return baton.ExecResult{}, ctx.Err()
+	}
+	if err != nil {
+		return fail(err.Error())
+	}
+	code, err := d.exitCode(ctx, execPath)
+	if err != nil {
+		return fail(err.Error())
+	}
+	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code}, nil
+}
+
+// exitCode inspects a finished exec. The engine may report it running for
+// a moment after its stream ended, so a running exec is asked again.
+func (d *Docker) exitCode(ctx context.Context, execPath string) (int, error) {
+	wait := time.Millisecond
+	for tries := 0; ; tries++ {
+		status, b, err := d.do(ctx, http.MethodGet, execPath+"/json", nil)
+		if err != nil {
+			return 0, err
+		}
+		var st struct {
+			Running  bool `json:"Running"`
+			ExitCode *int `json:"ExitCode"`
+		}
+		if status != http.StatusOK || json.Unmarshal(b, &st) != nil {
+			return 0, errors.New(engineMessage(b))
+		}
+		if !st.Running && st.ExitCode != nil {
+			return *st.ExitCode, nil
+		}
+		if tries == 20 {
+			return -1, nil // never reported an exit: treat as killed
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// Demux copies a multiplexed Engine API stream — frames of an 8-byte
+// header (stream type; three zero bytes; big-endian uint32 length) and
+// payload — to stdout (types 0 and 1) and stderr (type 2). A type-3 frame
+// carries an engine error, returned as such. It returns nil at a clean
+// end of stream between frames.
+func Demux(r io.Reader, stdout, stderr io.Writer) error {
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("read stream header: %w", err)
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[4:]))
+		var w io.Writer
+		switch hdr[0] {
+		case 0, 1:
+			w = stdout
+		case 2:
+			w = stderr
+		case 3:
+			msg, err := io.ReadAll(io.LimitReader(r, min(n, 4096)))
+			if err != nil {
+				return fmt.Errorf("read stream: %w", err)
+			}
+			return fmt.Errorf("engine error: %s", msg)
+		default:
+			return fmt.Errorf("bad stream type %d", hdr[0])
+		}
+		if _, err := io.CopyN(w, r, n); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read stream: %w", err)
+		}
+	}
+}
+
+// capBuffer keeps the first max bytes written and counts the rest.
+type capBuffer struct {
+	max     int
+	buf     []byte
+	dropped int64
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	room := c.max - len(c.buf)
+	if room >= len(p) {
+		c.buf = append(c.buf, p...)
+	} else {
+		if room > 0 {
+			c.buf = append(c.buf, p[:room]...)
+		}
+		c.dropped += int64(len(p) - max(room, 0))
+	}
+	return len(p), nil
+}
+
+// String returns the kept bytes, with a marker when some were dropped.
+func (c *capBuffer) String() string {
+	if c.dropped == 0 {
+		return string(c.buf)
+	}
+	return string(c.buf) + "\n[output truncated: " + strconv.FormatInt(c.dropped, 10) + " more bytes]"
+}
