@@ -72,3 +72,25 @@ func TestConvoMergesSameRole(t *testing.T) {
 		t.Fatalf("merged content %s, want %s", got, want)
 	}
 }
+
+// TestRequestPayloadMatchesEncodingJSON: the appended provider.request
+// payload is what encoding/json would produce for the same values.
+func TestRequestPayloadMatchesEncodingJSON(t *testing.T) {
+	entry := &baton.ProviderEntry{Name: "a", Provider: baton.ProviderAnthropic, Model: "m<1>", BaseURL: "http://x/?a=1&b=2"}
+	msgs := []baton.Message{
+		{Role: "user", Content: json.RawMessage(`"hi \u003c there"`)},
+		{Role: "assistant", Content: json.RawMessage(`[{"type":"tool_use","id":"t","name":"n","input":{},"dispatch":"client"}]`)},
+	}
+	tools := []json.RawMessage{json.RawMessage(`{"name":"n","description":null,"input_schema":{}}`)}
+	got := requestPayload(3, "fallback", entry, 4096, msgs, tools)
+	want := baton.MarshalJSON(map[string]any{
+		"attempt": 3, "kind": "fallback", "provider": entry.Provider, "base_url": entry.EffectiveBaseURL(),
+		"model": entry.Model, "max_tokens": 4096, "messages": msgs, "tools": tools,
+	})
+	if string(got) != string(want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if got := requestPayload(0, "primary", entry, 1, nil, nil); !json.Valid(got) {
+		t.Fatalf("empty payload invalid: %s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/baton-engine/baton"
@@ -56,10 +57,9 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 			if maxTokens <= 0 {
 				maxTokens = 4096
 			}
-			if err := tc.emit(baton.NewEvent(id, actor, baton.EventProviderReq, map[string]any{
-				"attempt": attempt, "kind": kind, "provider": entry.Provider, "base_url": entry.EffectiveBaseURL(),
-				"model": entry.Model, "max_tokens": maxTokens, "messages": cv.logged, "tools": tools,
-			})); err != nil {
+			ev := &baton.Event{SessionID: id, ClientKeyID: actor, Type: baton.EventProviderReq,
+				Payload: requestPayload(attempt, kind, entry, maxTokens, cv.logged, tools)}
+			if err := tc.emit(ev); err != nil {
 				return nil, &baton.TurnResult{Err: err}
 			}
 			r := *req
@@ -171,3 +171,54 @@ func (tc *turnCtx) backoff(try int, retryAfter time.Duration) bool {
 
 // maxRetryWait caps one wait between retries, whatever Retry-After says.
 const maxRetryWait = 30 * time.Second
+
+// requestPayload builds a provider.request payload. It carries the whole
+// history (as BAE logs it), so it is appended directly — the message
+// contents and tool definitions are already valid JSON — instead of going
+// through encoding/json, which would re-validate all of it on every call.
+// Keys are in the order encoding/json would sort them.
+func requestPayload(attempt int, kind string, entry *baton.ProviderEntry, maxTokens int, messages []baton.Message, tools []json.RawMessage) json.RawMessage {
+	size := 256
+	for _, m := range messages {
+		size += len(m.Content) + 32
+	}
+	for _, t := range tools {
+		size += len(t) + 1
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b = append(b, `,"base_url":`...)
+	b = append(b, baton.MarshalJSON(entry.EffectiveBaseURL())...)
+	b = append(b, `,"kind":`...)
+	b = append(b, baton.MarshalJSON(kind)...)
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b = append(b, `,"messages":[`...)
+	for i, m := range messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":`...)
+		b = append(b, baton.MarshalJSON(m.Role)...)
+		b = append(b, `,"content":`...)
+		if len(m.Content) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, m.Content...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"model":`...)
+	b = append(b, baton.MarshalJSON(entry.Model)...)
+	b = append(b, `,"provider":`...)
+	b = append(b, baton.MarshalJSON(entry.Provider)...)
+	b = append(b, `,"tools":[`...)
+	for i, t := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, t...)
+	}
+	return append(b, "]}"...)
+}
