@@ -125,6 +125,7 @@ func (e *Engine) RegisterClient(ctx context.Context, sessionID, actor string, re
 			"tools": c.ToolNames(), "lifetime": lifetime, "expires_at": exp,
 		})
 	})
+	e.dropClients(sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -132,20 +133,54 @@ func (e *Engine) RegisterClient(ctx context.Context, sessionID, actor string, re
 	return c, nil
 }
 
-// Clients lists the session's live clients.
+// Clients lists the session's live clients. Turns ask before every model
+// call, so the list is cached per session; every change to a client goes
+// through the engine, which drops the cached list.
 func (e *Engine) Clients(ctx context.Context, sessionID string) ([]*baton.RegisteredClient, error) {
-	all, err := e.clients.LiveClients(ctx, sessionID)
-	if err != nil {
-		return nil, err
+	e.ccMu.Lock()
+	ent := e.cc[sessionID]
+	if ent == nil {
+		ent = &clientList{}
+		e.cc[sessionID] = ent
+	}
+	all, ok, gen := ent.list, ent.ok, ent.gen
+	e.ccMu.Unlock()
+	if !ok {
+		var err error
+		if all, err = e.clients.LiveClients(ctx, sessionID); err != nil {
+			return nil, err
+		}
+		e.ccMu.Lock()
+		if ent.gen == gen { // no change raced the read
+			ent.list, ent.ok = all, true
+		}
+		e.ccMu.Unlock()
 	}
 	now := e.clock()
-	out := all[:0]
+	out := make([]*baton.RegisteredClient, 0, len(all))
 	for _, c := range all {
 		if c.Live(now) {
 			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// clientList is a session's cached live clients.
+type clientList struct {
+	list []*baton.RegisteredClient
+	ok   bool
+	gen  uint64 // bumped by every change
+}
+
+// dropClients forgets a session's cached client list after a change.
+func (e *Engine) dropClients(sessionID string) {
+	e.ccMu.Lock()
+	if ent := e.cc[sessionID]; ent != nil {
+		ent.list, ent.ok = nil, false
+		ent.gen++
+	}
+	e.ccMu.Unlock()
 }
 
 // PingClient extends a live client; an expired one is not found even
@@ -159,6 +194,7 @@ func (e *Engine) PingClient(ctx context.Context, sessionID, clientID string) (*b
 	if !c.Live(now) && !e.streaming(clientID) {
 		return nil, baton.Errorf(baton.ECodeNotFound, "no client %s", clientID)
 	}
+	defer e.dropClients(sessionID)
 	return e.clients.PingClient(ctx, sessionID, clientID, now)
 }
 
@@ -170,6 +206,7 @@ func (e *Engine) ReplaceClientTools(ctx context.Context, sessionID, clientID, ac
 		names[i] = t.Name
 	}
 	ev := baton.NewEvent(sessionID, actor, baton.EventClientTools, map[string]any{"client_id": clientID, "tools": names})
+	defer e.dropClients(sessionID)
 	return e.clients.SetRegisteredTools(ctx, sessionID, clientID, tools, e.clock(), ev)
 }
 
@@ -181,6 +218,7 @@ func (e *Engine) DeleteClient(ctx context.Context, sessionID, clientID, actor st
 func (e *Engine) endClient(ctx context.Context, sessionID, clientID, actor, reason string) error {
 	ev := baton.NewEvent(sessionID, actor, baton.EventClientExpire, map[string]any{"client_id": clientID, "reason": reason})
 	ok, err := e.clients.EndClient(ctx, sessionID, clientID, reason, e.clock(), ev)
+	e.dropClients(sessionID)
 	if err != nil {
 		return err
 	}
@@ -255,6 +293,7 @@ func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*
 			rc.mu.Unlock()
 			if !gone {
 				_, _ = e.clients.PingClient(e.ctx, sessionID, clientID, e.clock())
+				e.dropClients(sessionID)
 			}
 		})
 	}
@@ -302,7 +341,9 @@ func (e *Engine) SweepClients(ctx context.Context) error {
 	}
 	for _, c := range due {
 		if e.streaming(c.ID) {
-			if _, err := e.clients.PingClient(ctx, c.SessionID, c.ID, now); err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+			_, err := e.clients.PingClient(ctx, c.SessionID, c.ID, now)
+			e.dropClients(c.SessionID)
+			if err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
 				return err
 			}
 			continue

@@ -98,6 +98,9 @@ type Engine struct {
 
 	mu     sync.Mutex
 	actors map[string]*actor
+
+	ccMu sync.Mutex
+	cc   map[string]*clientList // session → cached live registered clients
 }
 
 var (
@@ -115,6 +118,7 @@ func New(opts Options) *Engine {
 		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
 		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
 		actors:  make(map[string]*actor),
+		cc:      make(map[string]*clientList),
 		clients: opts.Clients, maxClients: opts.MaxClients, callTimeout: opts.ClientCallTimeout,
 		regs: make(map[string]*regClient),
 	}
@@ -218,6 +222,9 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 		}
 	}
 	e.endClients(ctx, sessionID, actor)
+	e.ccMu.Lock()
+	delete(e.cc, sessionID)
+	e.ccMu.Unlock()
 	if e.mcp != nil {
 		e.mcp.CloseSession(sessionID)
 	}
