@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestAdminCLIAgainstServer drives `baton admin` against a real server:
+// profiles, keys, sessions, events, revocation and error mapping.
+func TestAdminCLIAgainstServer(t *testing.T) {
+	s := startServer(t)
+	env := map[string]string{"BAE_ADMIN_ADDR": strings.TrimPrefix(s.adminURL, "http://"), "BAE_ADMIN_TOKEN": s.adminKey}
+	admin := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, env, append([]string{"admin"}, args...)...)
+	}
+
+	code, out, errOut := admin("profiles", "create", "main", "script", "--allowed-tool", "get_time", "--json")
+	if code != 0 {
+		t.Fatalf("create profile: %d %s", code, errOut)
+	}
+	var prof struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &prof); err != nil || !strings.HasPrefix(prof.ID, "pro_") {
+		t.Fatalf("create profile output %q: %v", out, err)
+	}
+	code, out, _ = admin("profiles", "list")
+	if code != 0 || !strings.Contains(out, prof.ID) || !strings.Contains(out, "main") {
+		t.Fatalf("profiles list: %d %s", code, out)
+	}
+	code, out, errOut = admin("keys", "create", "laptop", prof.ID, "--json")
+	var key struct{ ID, Key string }
+	if code != 0 || json.Unmarshal([]byte(out), &key) != nil || !strings.HasPrefix(key.Key, "bae_") {
+		t.Fatalf("keys create: %d %q %s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "copy the key now") {
+		t.Errorf("no copy-now warning: %q", errOut)
+	}
+
+	// The key works on the client port; the session shows up in the CLI.
+	r := s.client("POST", "/api/v1/sessions", key.Key, map[string]any{})
+	mustStatus(t, r, 201)
+	sid := r.json(t)["session_id"].(string)
+	code, out, _ = admin("sessions", "list", "--state", "open")
+	if code != 0 || !strings.Contains(out, sid) {
+		t.Fatalf("sessions list: %d %s", code, out)
+	}
+	code, out, _ = admin("events", sid)
+	if code != 0 || !strings.Contains(out, "session.open") {
+		t.Fatalf("events: %d %s", code, out)
+	}
+
+	// A profile with keys cannot be deleted; the CLI says why and what to do.
+	code, _, errOut = admin("profiles", "delete", prof.ID)
+	if code != 1 || !strings.Contains(errOut, "revoke") {
+		t.Fatalf("delete in-use profile: %d %s", code, errOut)
+	}
+	code, out, _ = admin("keys", "revoke", key.ID)
+	if code != 0 || !strings.Contains(out, "revoked key "+key.ID) {
+		t.Fatalf("revoke: %d %s", code, out)
+	}
+	mustStatus(t, s.client("POST", "/api/v1/sessions", key.Key, map[string]any{}), 401)
+	code, out, _ = admin("sessions", "list", "--state", "closed")
+	if code != 0 || !strings.Contains(out, sid) {
+		t.Fatalf("revocation did not close the session: %d %s", code, out)
+	}
+	code, out, _ = admin("profiles", "delete", prof.ID)
+	if code != 0 || !strings.Contains(out, "deleted profile "+prof.ID) {
+		t.Fatalf("delete profile: %d %s", code, out)
+	}
+
+	// A wrong token is explained, not just "401".
+	bad := map[string]string{"BAE_ADMIN_ADDR": env["BAE_ADMIN_ADDR"], "BAE_ADMIN_TOKEN": "bae_admin_nope"}
+	code, _, errOut = runCLI(t, bad, "admin", "profiles", "list")
+	if code != 1 || !strings.Contains(errOut, "BAE_ADMIN_TOKEN") {
+		t.Fatalf("bad token: %d %s", code, errOut)
+	}
+}
