@@ -76,7 +76,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return httpx.WriteJSON(w, http.StatusOK, httpx.NewPage(wire.Views(items), next))
+	return httpx.WriteRaw(w, http.StatusOK, wire.AppendEventPage(nil, items, next))
 }
 
 // parsePage parses and validates a list request's cursor and limit.

@@ -26,5 +26,5 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return httpx.WriteJSON(w, http.StatusOK, httpx.NewPage(wire.Views(items), next))
+	return httpx.WriteRaw(w, http.StatusOK, wire.AppendEventPage(nil, items, next))
 }

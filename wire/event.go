@@ -6,40 +6,10 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// EventView is an event as both ports render it (spec-client §2.5).
-type EventView struct {
-	ID          string          `json:"id"`
-	SessionID   string          `json:"session_id"`
-	ClientKeyID *string         `json:"client_key_id"`
-	EventType   string          `json:"event_type"`
-	Payload     json.RawMessage `json:"payload"`
-	CreatedAt   string          `json:"created_at"`
-}
-
-// ViewOf renders ev.
-func ViewOf(ev *baton.Event) EventView {
-	v := EventView{
-		ID: ev.ID, SessionID: ev.SessionID, EventType: ev.Type,
-		Payload: ev.Payload, CreatedAt: baton.FormatTime(ev.CreatedAt),
-	}
-	if ev.ClientKeyID != "" {
-		k := ev.ClientKeyID
-		v.ClientKeyID = &k
-	}
-	if len(v.Payload) == 0 {
-		v.Payload = json.RawMessage("{}")
-	}
-	return v
-}
-
-// Views renders events.
-func Views(evs []*baton.Event) []EventView {
-	out := make([]EventView, len(evs))
-	for i, ev := range evs {
-		out[i] = ViewOf(ev)
-	}
-	return out
-}
+// Events go out as EventView objects (spec-client §2.5):
+// {"id","session_id","client_key_id"(null when unattributed),"event_type",
+// "payload","created_at"}. The appenders below write them directly; the
+// tests check them against encoding/json.
 
 // AppendEventNotification appends the session.event notification frame of
 // ev to dst without building intermediate values: this is the hot path of
@@ -118,4 +88,24 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+// AppendEventPage appends an events page, {"items":[…],"next_cursor":…},
+// as both ports serve it. Payloads are copied as stored, not re-encoded:
+// pages of a long session carry every provider request's history.
+func AppendEventPage(dst []byte, events []*baton.Event, next string) []byte {
+	dst = append(dst, `{"items":[`...)
+	for i, ev := range events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendEventView(dst, ev)
+	}
+	dst = append(dst, `],"next_cursor":`...)
+	if next == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendString(dst, next)
+	}
+	return append(dst, '}')
 }

@@ -214,3 +214,68 @@ func TestTurnResultMatchesGeneric(t *testing.T) {
 		t.Fatalf("empty result: %s", got)
 	}
 }
+
+// TestEventPageMatchesGeneric: the appended events page equals the one
+// encoding/json would build, with and without a next cursor.
+func TestEventPageMatchesGeneric(t *testing.T) {
+	evs := []*baton.Event{
+		{ID: "evt_1", SessionID: "ses_1", ClientKeyID: "key_1", Type: "session.open", Payload: json.RawMessage(`{"tools":["a&b"]}`), CreatedAt: time.Unix(5, 0)},
+		{ID: "evt_2", SessionID: "ses_1", Type: "session.close", Payload: json.RawMessage(`{"reason":"client_close"}`), CreatedAt: time.Unix(6, 0)},
+	}
+	type page struct {
+		Items      []EventView `json:"items"`
+		NextCursor *string     `json:"next_cursor"`
+	}
+	next := "2"
+	for _, tc := range []struct {
+		next string
+		want page
+	}{{"", page{Views(evs), nil}}, {next, page{Views(evs), &next}}, {"", page{[]EventView{}, nil}}} {
+		items := evs
+		if len(tc.want.Items) == 0 {
+			items = nil
+		}
+		got := AppendEventPage(nil, items, tc.next)
+		want := baton.MarshalJSON(tc.want)
+		if string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+	}
+}
+
+// The reference encoding the appenders are checked against.
+
+// EventView is an event as encoding/json would render it.
+type EventView struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"session_id"`
+	ClientKeyID *string         `json:"client_key_id"`
+	EventType   string          `json:"event_type"`
+	Payload     json.RawMessage `json:"payload"`
+	CreatedAt   string          `json:"created_at"`
+}
+
+// ViewOf renders ev.
+func ViewOf(ev *baton.Event) EventView {
+	v := EventView{
+		ID: ev.ID, SessionID: ev.SessionID, EventType: ev.Type,
+		Payload: ev.Payload, CreatedAt: baton.FormatTime(ev.CreatedAt),
+	}
+	if ev.ClientKeyID != "" {
+		k := ev.ClientKeyID
+		v.ClientKeyID = &k
+	}
+	if len(v.Payload) == 0 {
+		v.Payload = json.RawMessage("{}")
+	}
+	return v
+}
+
+// Views renders events.
+func Views(evs []*baton.Event) []EventView {
+	out := make([]EventView, len(evs))
+	for i, ev := range evs {
+		out[i] = ViewOf(ev)
+	}
+	return out
+}

@@ -154,10 +154,16 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	if err != nil {
 		return err
 	}
+	_ = WriteRaw(w, status, body) // the status is sent; a failed write is the client's loss
+	return nil
+}
+
+// WriteRaw writes an already encoded JSON body.
+func WriteRaw(w http.ResponseWriter, status int, body []byte) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	return nil
+	_, err := w.Write(body)
+	return err
 }
 
 // marshal is json.Marshal without HTML escaping.
