@@ -181,22 +181,14 @@ Next, in another terminal:
 }
 
 func findProfile(ctx context.Context, db baton.ProfileStore, name string) (*baton.Profile, error) {
-	page := baton.Page{Limit: 200}
-	for {
-		items, next, err := db.ListProfiles(ctx, page)
-		if err != nil {
-			return nil, err
+	var found *baton.Profile
+	err := eachProfile(ctx, db, func(p *baton.Profile) bool {
+		if p.Name == name {
+			found = p
 		}
-		for _, p := range items {
-			if p.Name == name {
-				return p, nil
-			}
-		}
-		if next == "" {
-			return nil, nil
-		}
-		page.Cursor = next
-	}
+		return found == nil
+	})
+	return found, err
 }
 
 func fileExists(p string) bool {

@@ -288,6 +288,17 @@ func (c *serveConfig) rootfsDir() string {
 // provisionAll starts image provisioning for every profile that declares
 // images, as at every BAE start.
 func provisionAll(ctx context.Context, db baton.ProfileStore, prov baton.ImageProvisioner) error {
+	return eachProfile(ctx, db, func(p *baton.Profile) bool {
+		if len(p.AvailableSandboxes) > 0 {
+			prov.Provision(ctx, p)
+		}
+		return true
+	})
+}
+
+// eachProfile calls fn on every active profile, page by page, until fn
+// returns false.
+func eachProfile(ctx context.Context, db baton.ProfileStore, fn func(*baton.Profile) bool) error {
 	page := baton.Page{Limit: 200}
 	for {
 		items, next, err := db.ListProfiles(ctx, page)
@@ -295,8 +306,8 @@ func provisionAll(ctx context.Context, db baton.ProfileStore, prov baton.ImagePr
 			return fmt.Errorf("list profiles: %w", err)
 		}
 		for _, p := range items {
-			if len(p.AvailableSandboxes) > 0 {
-				prov.Provision(ctx, p)
+			if !fn(p) {
+				return nil
 			}
 		}
 		if next == "" {
