@@ -85,9 +85,13 @@ func TestEndByKind(t *testing.T) {
 	h.Publish(ev("s", 2)) // no subscribers left: must not panic
 }
 
+// TestConcurrentPublishSubscribe: subscriptions come and go while others
+// publish; each sees its own publication unless it lagged behind the
+// others', ends on Close, and the hub forgets it.
 func TestConcurrentPublishSubscribe(t *testing.T) {
 	h := New(DefaultBuffer)
 	var wg sync.WaitGroup
+	errs := make(chan error, 8)
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func() {
@@ -95,11 +99,35 @@ func TestConcurrentPublishSubscribe(t *testing.T) {
 			for j := 0; j < 200; j++ {
 				s := h.Subscribe("x", baton.SubObserver)
 				h.Publish(ev("x", int64(j)))
+				got := false
+				for len(s.C()) > 0 && !got {
+					got = (<-s.C()).Event.Seq == int64(j)
+				}
 				s.Close()
+				_, open := <-drainAll(s)
+				lagged := errors.Is(s.Err(), baton.ErrLagged)
+				if open || (s.Err() != nil && !lagged) || (!got && !lagged) {
+					errs <- fmt.Errorf("round %d: saw own event %v, err %v", j, got, s.Err())
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := len(h.shard[h.shardOf("x")].subs["x"]); n != 0 {
+		t.Fatalf("%d subscriptions left behind", n)
+	}
+}
+
+// drainAll empties a closed subscription and returns its channel.
+func drainAll(s baton.Subscription) <-chan baton.Notice {
+	for range s.C() {
+	}
+	return s.C()
 }
 
 // BenchmarkFanout1000 publishes one event to 1,000 subscribers of one

@@ -147,8 +147,11 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if !json.Valid(r.Params) || r.Method == "" && !json.Valid([]byte(`""`)) {
-			t.Fatalf("bad params %s", r.Params)
+		if !json.Valid(r.Params) {
+			t.Fatalf("params are not JSON: %s", r.Params)
+		}
+		if r.ID != nil && !json.Valid(r.ID) {
+			t.Fatalf("echoed id is not JSON: %s", r.ID)
 		}
 	})
 }
