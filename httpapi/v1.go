@@ -243,21 +243,14 @@ func (s *Server) clientCalls(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer feed.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	out := newStream(w) // the NDJSON writer of /rpc
+	out.start()
 	for {
 		c, err := feed.Next(r.Context())
 		if err != nil || c == nil {
 			return nil // headers are out: the stream just ends
 		}
-		line := baton.MarshalJSON(c)
-		if _, err := w.Write(append(line, '\n')); err != nil {
-			return nil
-		}
-		if err := rc.Flush(); err != nil {
+		if !out.frame(baton.MarshalJSON(c)) {
 			return nil
 		}
 	}
