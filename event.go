@@ -36,13 +36,23 @@ func NewEvent(sessionID, clientKeyID, typ string, payload any) *Event {
 // MarshalJSON encodes v without HTML escaping. Values that cannot be
 // encoded (never the plain data Baton builds) become {}.
 func MarshalJSON(v any) json.RawMessage {
+	b, err := EncodeJSON(v)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+// EncodeJSON is json.Marshal without HTML escaping, so stored and served
+// bytes match what BAE writes.
+func EncodeJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return json.RawMessage("{}")
+		return nil, err
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // EventLog is the durable, ordered event log.

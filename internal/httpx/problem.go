@@ -1,9 +1,7 @@
 package httpx
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -167,15 +165,7 @@ func WriteRaw(w http.ResponseWriter, status int, body []byte) error {
 }
 
 // marshal is json.Marshal without HTML escaping.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) ([]byte, error) { return baton.EncodeJSON(v) }
 
 // logger returns log, or a logger that discards when log is nil.
 func logger(log *slog.Logger) *slog.Logger {
