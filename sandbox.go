@@ -35,11 +35,22 @@ type ImageProvisioner interface {
 }
 
 // ExecResult is the outcome of a command run in a sandbox. A non-zero exit
-// is a result, not an error; a signal is ExitCode -1.
+// is a result, not an error; a signal is ExitCode -1. Each stream is cut
+// at the exec's output limit on a UTF-8 boundary; Truncated reports a cut.
 type ExecResult struct {
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	ExitCode int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	ExitCode  int    `json:"exit_code"`
+	Truncated bool   `json:"-"`
+}
+
+// ExecOptions tunes one sandbox exec.
+type ExecOptions struct {
+	// Stdin is written to the command's standard input, which is then
+	// closed; nil gives the command an empty input.
+	Stdin []byte
+	// Limit caps each output stream in bytes; 0 means the driver default.
+	Limit int
 }
 
 // SandboxDriver runs remote sandboxes for sessions: one container (or
@@ -49,7 +60,7 @@ type SandboxDriver interface {
 	// Start starts a long-lived sandbox of image and returns its id.
 	Start(ctx context.Context, image string) (string, error)
 	// Exec runs `sh -c command` in the sandbox.
-	Exec(ctx context.Context, id, command string) (ExecResult, error)
+	Exec(ctx context.Context, id, command string, opt ExecOptions) (ExecResult, error)
 	// Stop stops and removes the sandbox; an unknown id is not an error.
 	Stop(ctx context.Context, id string) error
 }

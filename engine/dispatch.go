@@ -57,7 +57,7 @@ func (tc *turnCtx) dispatchSandbox(u toolUse) (json.RawMessage, error) {
 		resp = map[string]any{"sandbox_id": nil, "ok": false, "error": msg}
 		content = textContent("sandbox error: " + msg)
 	default:
-		res, err := tc.e.sandboxes.Exec(tc.t.ctx, sb.id, command)
+		res, err := tc.e.execSandbox(tc.t.ctx, sb.id, command)
 		if err != nil {
 			resp = map[string]any{"sandbox_id": sb.id, "ok": false, "error": err.Error()}
 			extra = baton.NewEvent(id, actor, "session.sandbox.error", map[string]any{

@@ -164,7 +164,7 @@ func (e *Engine) ExecRemoteSandbox(ctx context.Context, key *baton.Key, params j
 	if sb == nil {
 		return nil, errNoSandbox()
 	}
-	res, err := e.sandboxes.Exec(ctx, sb.id, command)
+	res, err := e.execSandbox(ctx, sb.id, command)
 	if err != nil {
 		_ = e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.sandbox.error", map[string]any{
 			"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
@@ -172,6 +172,16 @@ func (e *Engine) ExecRemoteSandbox(ctx context.Context, key *baton.Key, params j
 		return nil, baton.Errorf(baton.ECodeSessionFailed, "sandbox exec failed: %s", err)
 	}
 	return res, nil
+}
+
+// execSandbox runs command in sandbox id with the driver's output cap; a
+// cut stream ends with a note saying so.
+func (e *Engine) execSandbox(ctx context.Context, id, command string) (baton.ExecResult, error) {
+	res, err := e.sandboxes.Exec(ctx, id, command, baton.ExecOptions{})
+	if err == nil && res.Truncated {
+		res.Stdout += "\n[output truncated]"
+	}
+	return res, err
 }
 
 // runningSandbox returns the session's started remote sandbox, if any.

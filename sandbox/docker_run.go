@@ -9,8 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 )
@@ -123,9 +123,13 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 }
 
 // Exec runs `sh -c command` in the container and collects its output,
-// each stream capped at OutputCap (the excess is dropped and a marker
-// appended). A non-zero exit is a result; ctx cancellation aborts.
-func (d *Docker) Exec(ctx context.Context, id, command string) (baton.ExecResult, error) {
+// each stream capped at opt.Limit or OutputCap (the excess is dropped and
+// the result marked truncated). A non-zero exit is a result; ctx
+// cancellation aborts.
+func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
+	if opt.Stdin != nil {
+		return baton.ExecResult{}, errors.New("sandbox runtime error: docker exec with stdin is not supported yet")
+	}
 	fail := func(detail string) (baton.ExecResult, error) {
 		if ctx.Err() != nil {
 			return baton.ExecResult{}, ctx.Err()
@@ -154,7 +158,10 @@ func (d *Docker) Exec(ctx context.Context, id, command string) (baton.ExecResult
 		resp.Body.Close()
 		return fail(engineMessage(b))
 	}
-	limit := d.OutputCap
+	limit := opt.Limit
+	if limit <= 0 {
+		limit = d.OutputCap
+	}
 	if limit <= 0 {
 		limit = DefaultOutputCap
 	}
@@ -171,7 +178,8 @@ func (d *Docker) Exec(ctx context.Context, id, command string) (baton.ExecResult
 	if err != nil {
 		return fail(err.Error())
 	}
-	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code}, nil
+	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code,
+		Truncated: stdout.dropped > 0 || stderr.dropped > 0}, nil
 }
 
 // exitCode inspects a finished exec. The engine may report it running for
@@ -266,10 +274,29 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// String returns the kept bytes, with a marker when some were dropped.
+// String returns the kept bytes; after a cut, an incomplete UTF-8
+// sequence at the end is dropped too.
 func (c *capBuffer) String() string {
-	if c.dropped == 0 {
-		return string(c.buf)
+	b := c.buf
+	if c.dropped > 0 {
+		b = trimPartialRune(b)
 	}
-	return string(c.buf) + "\n[output truncated: " + strconv.FormatInt(c.dropped, 10) + " more bytes]"
+	return string(b)
+}
+
+// trimPartialRune drops a trailing incomplete UTF-8 sequence.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < utf8.RuneSelf {
+			return b // ASCII: nothing partial after it
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			return b
+		}
+	}
+	return b
 }
