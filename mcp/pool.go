@@ -70,6 +70,9 @@ type conn struct {
 	cs    *sdk.ClientSession
 	tools []baton.MCPTool
 	http  *http.Transport // nil for stdio
+	// stop ends the connection's own context, which a remote transport's
+	// long-lived streams (the SSE GET) run under.
+	stop context.CancelFunc
 }
 
 // Open returns a ready Pool.
@@ -148,22 +151,31 @@ func (p *Pool) Tools(ctx context.Context, sessionID string, servers []baton.MCPS
 	return out, nil
 }
 
-// connect dials one server and lists its tools.
+// connect dials one server and lists its tools. The transport runs under
+// a context of its own that outlives this call (the SSE transport keeps
+// its event stream on it); the caller's ctx and the call timeout bound
+// only the handshake.
 func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
-	defer cancel()
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c := &conn{stop: stop}
+	abort := time.AfterFunc(p.opts.CallTimeout, stop)
+	defer abort.Stop()
+	unhook := context.AfterFunc(ctx, stop)
+	defer unhook()
+	ctx = life
 	expand := func(s string) (string, error) { return baton.ExpandVars(s, p.opts.LookupEnv) }
-	c := &conn{}
 	var t sdk.Transport
 	switch srv.Transport {
 	case baton.MCPStdio:
 		command, err := expand(srv.Command)
 		if err != nil {
+			stop()
 			return nil, fmt.Errorf("command: %w", err)
 		}
 		args := make([]string, len(srv.Args))
 		for i, a := range srv.Args {
 			if args[i], err = expand(a); err != nil {
+				stop()
 				return nil, fmt.Errorf("args[%d]: %w", i, err)
 			}
 		}
@@ -174,6 +186,7 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 		for k, v := range srv.Headers {
 			x, err := expand(v)
 			if err != nil {
+				stop()
 				return nil, fmt.Errorf("header %s: %w", k, err)
 			}
 			headers[k] = x
@@ -186,6 +199,7 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 			t = &sdk.SSEClientTransport{Endpoint: srv.URL, HTTPClient: hc}
 		}
 	default:
+		stop()
 		return nil, fmt.Errorf("unknown transport %q", srv.Transport)
 	}
 	cs, err := p.client.Connect(ctx, t, nil)
@@ -290,6 +304,7 @@ func (c *conn) close() error {
 }
 
 func (c *conn) closeIdle() {
+	c.stop()
 	if c.http != nil {
 		c.http.CloseIdleConnections()
 	}

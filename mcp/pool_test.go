@@ -166,8 +166,9 @@ func TestStdioTimeout(t *testing.T) {
 	}
 }
 
-// httpServer serves the test server over streamable HTTP and reports the
-// Authorization headers it saw and the slow calls it saw cancelled.
+// httpServer serves the test server over streamable HTTP or the older
+// HTTP+SSE transport and reports the Authorization headers it saw and the
+// slow calls it saw cancelled.
 type httpServer struct {
 	url       string
 	started   chan struct{}
@@ -176,13 +177,18 @@ type httpServer struct {
 	auth      []string
 }
 
-func startHTTP(t testing.TB) *httpServer {
+func startHTTP(t testing.TB) *httpServer { return startRemote(t, baton.MCPHTTP) }
+
+func startRemote(t testing.TB, transport string) *httpServer {
 	h := &httpServer{started: make(chan struct{}, 4), cancelled: make(chan struct{}, 4)}
 	srv := mcptest.NewServer(mcptest.Hooks{
 		Started:   func() { h.started <- struct{}{} },
 		Cancelled: func() { h.cancelled <- struct{}{} },
 	})
-	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var handler http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	if transport == baton.MCPSSE {
+		handler = sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.auth = append(h.auth, r.Header.Get("Authorization"))
@@ -194,11 +200,18 @@ func startHTTP(t testing.TB) *httpServer {
 	return h
 }
 
+// TestHTTP runs the remote transports: streamable HTTP and HTTP+SSE.
 func TestHTTP(t *testing.T) {
+	for _, transport := range []string{baton.MCPHTTP, baton.MCPSSE} {
+		t.Run(transport, func(t *testing.T) { testRemote(t, transport) })
+	}
+}
+
+func testRemote(t *testing.T, transport string) {
 	ctx := context.Background()
-	h := startHTTP(t)
+	h := startRemote(t, transport)
 	p := openPool(t, Options{LookupEnv: env(t, map[string]string{"TOKEN": "s3cret"}), CallTimeout: 5 * time.Second})
-	srv := baton.MCPServer{Name: "remote", Transport: baton.MCPHTTP, URL: h.url, Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}}
+	srv := baton.MCPServer{Name: "remote", Transport: transport, URL: h.url, Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}}
 	tools, err := p.Tools(ctx, "s1", []baton.MCPServer{srv})
 	if err != nil {
 		t.Fatal(err)
