@@ -59,7 +59,7 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 			}
 			ev := &baton.Event{SessionID: id, ClientKeyID: actor, Type: baton.EventProviderReq,
 				Payload: requestPayload(attempt, kind, entry, maxTokens, cv.logged, tools)}
-			if err := tc.emit(ev); err != nil {
+			if err := tc.emitBehind(ev); err != nil {
 				return nil, &baton.TurnResult{Err: err}
 			}
 			r := *req

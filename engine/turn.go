@@ -34,6 +34,7 @@ type turnCtx struct {
 	events []*baton.Event
 	held   []*baton.Event // recorded, to be committed with the next emit
 	after  []func(error)  // told how the commit of the held events went
+	behind chan error     // the commit started by emitBehind, until it is awaited
 	clean  bool           // completed or paused normally: its conversation may be cached
 }
 
@@ -45,6 +46,9 @@ var errLoop = baton.Errorf(baton.ECodeSessionFailed, "session loop failed")
 func (tc *turnCtx) emit(evs ...*baton.Event) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	if err := tc.awaitBehind(); err != nil {
+		return err
+	}
 	if len(tc.held) > 0 {
 		evs = append(tc.held, evs...)
 		tc.held = nil
@@ -63,6 +67,49 @@ func (tc *turnCtx) emit(evs ...*baton.Event) error {
 		return errLoop
 	}
 	tc.events = append(tc.events, evs...)
+	return nil
+}
+
+// emitBehind starts committing events (after any held ones) and returns
+// without waiting, so that the commit overlaps the wait that follows — a
+// provider call, whose provider.request nobody has acknowledged yet. The
+// next emit awaits it first, which keeps the session's order and reports
+// a failed commit.
+func (tc *turnCtx) emitBehind(evs ...*baton.Event) error {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.awaitBehind(); err != nil {
+		return err
+	}
+	evs = append(tc.held, evs...)
+	tc.held = nil
+	after := tc.after
+	tc.after = nil
+	done := make(chan error, 1)
+	tc.behind = done
+	go func() {
+		err := tc.e.store.Append(tc.wctx, evs...)
+		for _, fn := range after {
+			fn(err)
+		}
+		done <- err
+	}()
+	tc.events = append(tc.events, evs...)
+	return nil
+}
+
+// awaitBehind waits for the commit emitBehind started, if any. tc.mu is
+// held.
+func (tc *turnCtx) awaitBehind() error {
+	if tc.behind == nil {
+		return nil
+	}
+	err := <-tc.behind
+	tc.behind = nil
+	if err != nil {
+		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
+		return errLoop
+	}
 	return nil
 }
 
