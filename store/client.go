@@ -159,7 +159,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, '')`,
 
 // Client returns a client of the session in any state, or ECodeNotFound.
 func (db *DB) Client(ctx context.Context, sessionID, id string) (*baton.RegisteredClient, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+clientCols+` FROM session_clients WHERE session_id = $1 AND id = $2`, sessionID, id)
+	row := db.queryRow(ctx, `SELECT `+clientCols+` FROM session_clients WHERE session_id = $1 AND id = $2`, sessionID, id)
 	c, _, err := scanClient(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoClient(id)
@@ -183,7 +183,7 @@ WHERE gone_at IS NULL AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY o
 }
 
 func (db *DB) clients(ctx context.Context, query string, args ...any) ([]*baton.RegisteredClient, error) {
-	rows, err := db.read.QueryContext(ctx, query, args...)
+	rows, err := db.query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list clients: %w", err)
 	}

@@ -89,7 +89,7 @@ WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, lim
 // all sessions, and events.
 func (db *DB) Stats(ctx context.Context) (baton.Stats, error) {
 	var s baton.Stats
-	err := db.read.QueryRowContext(ctx, `SELECT
+	err := db.queryRow(ctx, `SELECT
 	(SELECT COUNT(*) FROM profiles WHERE deleted_at IS NULL),
 	(SELECT COUNT(*) FROM keys WHERE role = 'client' AND deleted_at IS NULL),
 	(SELECT COUNT(*) FROM sessions WHERE state = 'open'),

@@ -87,7 +87,7 @@ func (db *DB) CreateKey(ctx context.Context, k *baton.Key) error {
 // KeyByHash returns the active key of role with the given digest, or
 // ECodeNotFound.
 func (db *DB) KeyByHash(ctx context.Context, role baton.KeyRole, hash string) (*baton.Key, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys
+	row := db.queryRow(ctx, `SELECT `+keyCols+` FROM keys
 WHERE key_hash = $1 AND role = $2 AND deleted_at IS NULL`, hash, string(role))
 	k, _, err := scanKey(row)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -125,7 +125,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 
 // Session returns a session in any state, or ECodeNotFound.
 func (db *DB) Session(ctx context.Context, id string) (*baton.Session, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
+	row := db.queryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
 	s, _, err := scanSession(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoSession(id)

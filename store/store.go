@@ -71,6 +71,7 @@ type DB struct {
 	w       *writer
 	once    sync.Once
 	err     error
+	stmts   sync.Map // query text → *sql.Stmt on read (stmt.go)
 }
 
 var _ baton.Store = (*DB)(nil)

@@ -24,7 +24,7 @@ func (db *DB) EventsOfType(ctx context.Context, sessionID string, types []string
 		args = append(args, t)
 		marks[i] = fmt.Sprintf("$%d", i+2)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+eventCols+` FROM session_events
+	rows, err := db.query(ctx, `SELECT `+eventCols+` FROM session_events
 WHERE session_id = $1 AND event_type IN (`+strings.Join(marks, ", ")+`) ORDER BY seq`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events of type: %w", err)
@@ -48,7 +48,7 @@ WHERE session_id = $1 AND event_type IN (`+strings.Join(marks, ", ")+`) ORDER BY
 // session has no such event.
 func (db *DB) EventSeq(ctx context.Context, sessionID, eventID string) (int64, error) {
 	var seq int64
-	err := db.read.QueryRowContext(ctx, `SELECT seq FROM session_events WHERE session_id = $1 AND id = $2`,
+	err := db.queryRow(ctx, `SELECT seq FROM session_events WHERE session_id = $1 AND id = $2`,
 		sessionID, eventID).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil

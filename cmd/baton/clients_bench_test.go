@@ -25,34 +25,53 @@ func BenchmarkRegisteredCallOverhead(b *testing.B) {
 	pro := loopProfile(b, s, map[string]any{"primary_provider": "mock"})
 	h, _ := loopHarness(b, s, pro)
 	ctx := context.Background()
-	sess, err := h.Connect(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var (
 		mu         sync.Mutex
 		start, end time.Time
 	)
-	rc, err := client.RegisterClient(ctx, client.Config{BaseURL: s.clientURL}, sess.ID, sess.Key, "bench", client.Never(),
-		client.RegisteredTool{Name: "echo", Description: "echo", Handler: func(context.Context, json.RawMessage) (any, error) {
+	tool := client.RegisteredTool{Name: "echo", Description: "echo", Handler: func(context.Context, json.RawMessage) (any, error) {
+		mu.Lock()
+		start = time.Now()
+		mu.Unlock()
+		defer func() {
 			mu.Lock()
-			start = time.Now()
+			end = time.Now()
 			mu.Unlock()
-			defer func() {
-				mu.Lock()
-				end = time.Now()
-				mu.Unlock()
-			}()
-			return "ok", nil
-		}})
-	if err != nil {
-		b.Fatal(err)
+		}()
+		return "ok", nil
+	}}
+	// A session serves callsPerSession calls, then a fresh one takes over,
+	// so the figure is that of a conversation of ordinary length rather
+	// than of one whose history grows with b.N.
+	const callsPerSession = 16
+	var (
+		sess *client.Session
+		rc   *client.RegisteredClient
+	)
+	rotate := func() {
+		if rc != nil {
+			rc.Close(ctx)
+			sess.Close(ctx)
+		}
+		var err error
+		if sess, err = h.Connect(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if rc, err = client.RegisterClient(ctx, client.Config{BaseURL: s.clientURL}, sess.ID, sess.Key, "bench", client.Never(), tool); err != nil {
+			b.Fatal(err)
+		}
 	}
-	defer rc.Close(ctx)
+	rotate()
+	defer func() { rc.Close(ctx) }()
 	overheads := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if i > 0 && i%callsPerSession == 0 {
+			b.StopTimer()
+			rotate()
+			b.StartTimer()
+		}
 		m.push(mockTool(mockUse{ID: fmt.Sprintf("toolu_%d", i), Name: "client__bench__echo"}), mockText("done"))
 		if _, err := sess.Send(ctx, "go"); err != nil {
 			b.Fatal(err)
