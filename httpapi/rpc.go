@@ -155,15 +155,33 @@ func (c *call) sendMessage() {
 		return
 	}
 	if !c.req.Notification() { // the events carry whole provider requests: copy, don't re-encode
-		c.out.buf = append(wire.AppendTurnResult(c.out.buf[:0], c.req.ID, res.Message, res.Events), '\n')
-		c.out.flush()
+		c.out.buf = append(wire.AppendTurnResult(c.out.buf, c.req.ID, res.Message, res.Events), '\n')
 	}
+	c.out.flush()
 }
 
-// forward relays the caller's feed until the turn is done. It returns false
-// when the stream ended early (client gone, lagged).
+// forward relays the caller's feed until the turn is done. Notices that
+// are already queued go out together in one write. It returns false when
+// the stream ended early (client gone, lagged); what it queued last is
+// left for the caller to flush with the result.
 func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bool {
 	feed := sub.C()
+	// drain queues every notice already waiting; false: the feed ended.
+	drain := func() (open, ok bool) {
+		for {
+			select {
+			case n, more := <-feed:
+				if !more {
+					return false, true
+				}
+				if !c.notice(n, turn.Own, deltas) {
+					return true, false
+				}
+			default:
+				return true, true
+			}
+		}
+	}
 	for {
 		select {
 		case n, ok := <-feed:
@@ -178,37 +196,37 @@ func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bo
 			if !c.notice(n, turn.Own, deltas) {
 				return false
 			}
-		case <-turn.Done:
-			for { // everything the turn committed is already queued
-				select {
-				case n, ok := <-feed:
-					if !ok {
-						return true
-					}
-					if !c.notice(n, turn.Own, deltas) {
-						return false
-					}
-				default:
-					return true
-				}
+			open, ok := drain()
+			if !ok || !c.out.flush() {
+				return false
 			}
+			if !open {
+				feed = nil
+			}
+		case <-turn.Done:
+			// Everything the turn committed is already queued.
+			_, ok := drain()
+			return ok
 		case <-c.ctx.Done():
 			return false
 		}
 	}
 }
 
-// notice writes one live notice; skip filters the caller's own events.
+// notice queues one live notice; skip filters the caller's own events.
 func (c *call) notice(n baton.Notice, skip func(*baton.Event) bool, deltas bool) bool {
 	switch {
 	case n.Event != nil:
 		if skip != nil && skip(n.Event) {
 			return true
 		}
-		return c.out.event(n.Event)
+		c.out.add(n.Event)
 	case n.Delta != nil && deltas:
 		b, err := wire.DeltaNotification(n.Delta)
-		return err == nil && c.out.frame(b)
+		if err != nil {
+			return false
+		}
+		c.out.addFrame(b)
 	}
 	return true
 }
@@ -253,7 +271,7 @@ func (c *call) subscribe() {
 			c.reply(map[string]any{"ended": true, "reason": reason}, nil)
 			return
 		}
-		if !c.notice(*n, nil, p.Deltas) {
+		if !c.notice(*n, nil, p.Deltas) || !c.out.flush() {
 			return
 		}
 	}
@@ -287,24 +305,31 @@ func (s *stream) start() {
 	}
 }
 
-// frame writes one frame and a newline.
+// frame writes what is queued, then one frame and a newline.
 func (s *stream) frame(b []byte) bool {
-	s.buf = append(append(s.buf[:0], b...), '\n')
+	s.addFrame(b)
 	return s.flush()
 }
 
-// event writes a session.event notification without intermediate values.
-func (s *stream) event(ev *baton.Event) bool {
-	s.buf = append(wire.AppendEventNotification(s.buf[:0], ev), '\n')
-	return s.flush()
-}
+// addFrame queues one frame and a newline.
+func (s *stream) addFrame(b []byte) { s.buf = append(append(s.buf, b...), '\n') }
 
+// add queues a session.event notification, encoded without intermediate
+// values.
+func (s *stream) add(ev *baton.Event) { s.buf = append(wire.AppendEventNotification(s.buf, ev), '\n') }
+
+// flush writes what is queued, in one write and one flush.
 func (s *stream) flush() bool {
 	s.start()
 	if s.failed {
 		return false
 	}
-	if _, err := s.w.Write(s.buf); err != nil {
+	if len(s.buf) == 0 {
+		return true
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	if err != nil {
 		s.failed = true
 		return false
 	}

@@ -52,15 +52,17 @@ const (
 // NewHTTPClient returns the client the adapters use when given none: its own
 // transport with dial, TLS and idle limits, the environment's proxy settings
 // as net/http reads them, and no overall timeout. A streamed reply can last
-// minutes; the caller's context bounds each call.
+// minutes; the caller's context bounds each call. Enough idle connections
+// are kept per host for a busy server's concurrent turns over HTTP/1.1 (a
+// local model, a proxy) not to redial.
 func NewHTTPClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   16,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
