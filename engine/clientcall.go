@@ -31,6 +31,7 @@ func RegisteredToolName(client, tool string) string {
 // registered clients, read now: it is called before every model call, so
 // a client registered during a running turn is seen by the next one.
 func (tc *turnCtx) withRegistered(base *toolset) (*toolset, error) {
+	base = tc.withStatus(base) // remote_subagent_status, while it has something to report
 	if tc.e.clients == nil {
 		return base, nil
 	}

@@ -18,7 +18,7 @@ func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessag
 	case dispatchSandbox:
 		return tc.dispatchSandbox(u)
 	case dispatchSubagent:
-		return tc.dispatchSubagent(u)
+		return tc.dispatchSubagent(u, ts)
 	default:
 		return tc.dispatchMCP(u, ts)
 	}
@@ -99,29 +99,4 @@ func renderExec(r baton.ExecResult) string {
 		fmt.Fprintf(&b, "[exit_code: %d]", r.ExitCode)
 	}
 	return b.String()
-}
-
-// dispatchSubagent handles launch and status calls. Launches need the
-// session's remote sandbox; without one they fail in-band.
-func (tc *turnCtx) dispatchSubagent(u toolUse) (json.RawMessage, error) {
-	var text string
-	if u.Name == reservedToolName {
-		text = string(mustJSON(map[string]any{"subagents": []any{}}))
-	} else {
-		var in struct {
-			Harness, Model, Prompt string
-		}
-		_ = json.Unmarshal(u.Input, &in)
-		msg := fmt.Sprintf("no remote sandbox is running for tool '%s'; call session.startRemoteSandbox first", u.Name)
-		if in.Harness == "" || in.Model == "" || in.Prompt == "" {
-			msg = `launch_subagent requires string "harness", "model", and "prompt"`
-		}
-		text = string(mustJSON(map[string]string{"error": msg}))
-	}
-	isErr := u.Name != reservedToolName
-	content := textContent(text)
-	err := tc.emit(baton.NewEvent(tc.a.id, tc.t.actor, baton.EventToolResult, map[string]any{
-		"tool_use_id": u.ID, "dispatch": dispatchSubagent, "is_error": isErr, "content": content,
-	}))
-	return toolResult(u.ID, content, isErr), err
 }

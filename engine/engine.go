@@ -63,6 +63,13 @@ type Options struct {
 	ClientSweep time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// MaxSubagents caps a session's running remote subagents
+	// (BAE_MAX_SUBAGENTS_PER_SESSION; 0 means the default 8, negative none).
+	MaxSubagents int
+	// SubagentTimeout bounds a remote subagent whose harness declares no
+	// timeout_secs (BAE_SUBAGENT_TIMEOUT; default 600 s).
+	SubagentTimeout time.Duration
 }
 
 // Engine implements baton.SessionService and baton.TurnService.
@@ -101,6 +108,8 @@ type Engine struct {
 
 	ccMu sync.Mutex
 	cc   map[string]*clientList // session → cached live registered clients
+
+	subs *subagents // remote subagents of every session
 }
 
 var (
@@ -121,6 +130,7 @@ func New(opts Options) *Engine {
 		cc:      make(map[string]*clientList),
 		clients: opts.Clients, maxClients: opts.MaxClients, callTimeout: opts.ClientCallTimeout,
 		regs: make(map[string]*regClient),
+		subs: newSubagents(opts.MaxSubagents, opts.SubagentTimeout),
 	}
 	if opts.Now != nil {
 		e.now = opts.Now
@@ -185,6 +195,7 @@ func (e *Engine) Close() error {
 		a.close()
 	}
 	e.wg.Wait()
+	e.subs.close() // after the turns: nothing launches any more
 	e.stopWrites()
 	return nil
 }
@@ -215,6 +226,7 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 		a.sandbox = nil
 		a.mu.Unlock()
 		a.close()
+		e.endSubagents(ctx, sessionID, actor) // before the sandbox stops (spec-client §2.7)
 		if sb != nil && sb.id != "" {
 			if err := e.stopSandbox(ctx, sessionID, actor, sb, "session_close"); err != nil {
 				e.log.Warn("stop sandbox at close", "session_id", sessionID, "err", err)

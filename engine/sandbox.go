@@ -122,6 +122,7 @@ func (e *Engine) StopRemoteSandbox(ctx context.Context, key *baton.Key) (any, er
 
 // stopSandbox stops sb and logs stop and stopped (or error) events.
 func (e *Engine) stopSandbox(ctx context.Context, sessionID, actor string, sb *remoteSandbox, reason string) error {
+	defer e.subs.sandboxStopped(sessionID, sb.id) // commands the stop did not end are aborted
 	base := map[string]any{"image": sb.image, "sandbox_id": sb.id, "reason": reason, "dispatch": "remote"}
 	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stop", base))
 	err := errNoDriver
@@ -284,10 +285,9 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.subagent."+state, p))
 }
 
-// CancelSubagent cancels a remote subagent of the session. Remote
-// subagents run inside the session's remote sandbox; none is tracked
-// unless one was launched there.
-func (e *Engine) CancelSubagent(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
+// CancelSubagent cancels a running remote subagent of the session
+// (spec-client §5.5); a finished one stays tracked until it is reported.
+func (e *Engine) CancelSubagent(_ context.Context, key *baton.Key, params json.RawMessage) (any, error) {
 	if _, err := e.driverGate(key, "session.cancelSubagent"); err != nil {
 		return nil, err
 	}
@@ -299,7 +299,7 @@ func (e *Engine) CancelSubagent(ctx context.Context, key *baton.Key, params json
 	if strings.TrimSpace(id) == "" {
 		return nil, invalid(`missing "subagent_id"`)
 	}
-	return nil, baton.Errorf(baton.ECodeNoSubagent, "subagent_not_found: no tracked subagent %q for this session", id)
+	return e.cancelSubagent(key.Name, key.ClientID, id)
 }
 
 // rawOrNull returns raw as a JSON value, or nil (null) when absent.

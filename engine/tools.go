@@ -14,6 +14,8 @@ type toolset struct {
 	client   map[string]bool
 	sandbox  map[string]bool
 	subagent map[string]bool
+	// agents are the acting client's subagent declarations, for launches.
+	agents []baton.SubagentToolDef
 	// registered routes client__{name}__{tool} names to live registered
 	// clients; rebuilt before every model call (withRegistered).
 	registered map[string]regTarget
@@ -42,6 +44,7 @@ func toolsFor(s *baton.Session, acting string) *toolset {
 		ts.sandbox[t.Name] = true
 		add(t.Name, t.Description, t.InputSchema)
 	}
+	ts.agents = s.SubagentTools[acting]
 	for _, t := range s.SubagentTools[acting] {
 		ts.subagent[t.Name] = true
 		add(t.Name, t.Description, t.InputSchema)

@@ -135,6 +135,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		MaxClients:        cfg.MaxClients,
 		ClientCallTimeout: cfg.ClientCallTimeout,
 		MCP:               pool,
+
+		MaxSubagents:    cfg.MaxSubagents,
+		SubagentTimeout: nonZero(cfg.SubagentTimeout), // BAE_SUBAGENT_TIMEOUT=0: times out at once
+	}
+	if cfg.MaxSubagents == 0 {
+		opts.MaxSubagents = -1 // BAE_MAX_SUBAGENTS_PER_SESSION=0 allows none; the engine reads 0 as "default"
 	}
 	if docker != nil {
 		opts.Sandboxes = docker
