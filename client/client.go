@@ -45,14 +45,19 @@ type ToolHandler func(ctx context.Context, input json.RawMessage) (result any, e
 type Harness struct {
 	c *conn
 
-	mu    sync.RWMutex
-	tools []tool // registration order: the order declared to the server
-	hooks hooks
+	mu       sync.RWMutex
+	tools    []tool         // registration order: the order declared to the server
+	sandbox  []ToolDef      // Auto-mode sandbox tools, declared as sandbox_tools
+	subagent []subagentDecl // remote subagent launch tools, declared as subagent_tools
+	hooks    hooks
 }
 
 type tool struct {
 	def ToolDef
 	fn  ToolHandler
+	// hidden tools run when called but are not declared at open or by
+	// UpdateTools (local_subagent_status, declared while subagents run).
+	hidden bool
 }
 
 type hooks struct {
@@ -89,15 +94,19 @@ func NewHarness(cfg Config) *Harness {
 // tool of the same name. Tools registered before Connect or Join are
 // declared to the server; later ones need Session.UpdateTools.
 func (h *Harness) RegisterTool(def ToolDef, fn ToolHandler) {
+	h.register(tool{def: def, fn: fn})
+}
+
+func (h *Harness) register(t tool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.tools {
-		if h.tools[i].def.Name == def.Name {
-			h.tools[i] = tool{def, fn}
+		if h.tools[i].def.Name == t.def.Name {
+			h.tools[i] = t
 			return
 		}
 	}
-	h.tools = append(h.tools, tool{def, fn})
+	h.tools = append(h.tools, t)
 }
 
 // RemoveTool forgets the tool called name.
@@ -165,12 +174,16 @@ func (h *Harness) handler(name string) (ToolHandler, bool) {
 func (h *Harness) defs() []ToolDef {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	out := make([]ToolDef, len(h.tools))
-	for i, t := range h.tools {
-		out[i] = t.def
-		if len(bytes.TrimSpace(out[i].InputSchema)) == 0 {
-			out[i].InputSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+	out := make([]ToolDef, 0, len(h.tools))
+	for _, t := range h.tools {
+		if t.hidden {
+			continue
 		}
+		d := t.def
+		if len(bytes.TrimSpace(d.InputSchema)) == 0 {
+			d.InputSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -190,8 +203,10 @@ func (h *Harness) Join(ctx context.Context, sessionID string) (*Session, error) 
 }
 
 type openRequest struct {
-	ClientVersion string    `json:"client_version,omitempty"`
-	Tools         []ToolDef `json:"tools"`
+	ClientVersion string         `json:"client_version,omitempty"`
+	Tools         []ToolDef      `json:"tools"`
+	SandboxTools  []ToolDef      `json:"sandbox_tools,omitempty"`
+	SubagentTools []subagentDecl `json:"subagent_tools,omitempty"`
 }
 
 type openResponse struct {
@@ -203,6 +218,10 @@ type openResponse struct {
 func (h *Harness) open(ctx context.Context, path string) (*Session, error) {
 	var resp openResponse
 	body := openRequest{ClientVersion: h.c.version, Tools: h.defs()}
+	h.mu.RLock()
+	body.SandboxTools = append([]ToolDef(nil), h.sandbox...)
+	body.SubagentTools = append([]subagentDecl(nil), h.subagent...)
+	h.mu.RUnlock()
 	if err := h.c.rest(ctx, http.MethodPost, path, h.c.key, body, &resp); err != nil {
 		return nil, err
 	}

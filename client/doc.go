@@ -35,6 +35,27 @@
 //	}
 //	fmt.Println(reply.Message.Text())
 //
+// # Builtin tools
+//
+// The package ships the tools of BAE's SDKs. FileTools returns read_file,
+// write_file and explore_files confined by a FileToolsConfig (allowed
+// directories, extension and file-name rules); every path is resolved
+// through the file system, symlinks and ".." included, before it is
+// checked, and refusals are in-band {"error": …} results.
+// Harness.AddShellTool adds run_shell_command, or a named tool built from
+// a command template, running on this machine (TargetNone), in a local
+// container (TargetLocal) or in the session's remote sandbox
+// (TargetRemote, run by the server in RemoteAuto mode or by the client
+// through Session.ExecRemoteSandbox in RemoteManual mode); local commands
+// run in their own process group, killed on timeout or cancel, with each
+// output stream capped at OutputCap. Harness.AddSubagentTool adds
+// launch_subagent, which starts CLI agents in the background (at most
+// MaxLocalSubagents per session) and declares local_subagent_status while
+// any is tracked; the lifecycle reaches the server through
+// session.reportLocalSandbox and session.reportLocalSubagent. Sandbox and
+// subagent handlers find their session with SessionFrom; Session.Close
+// cancels the session's subagents and stops its local containers.
+//
 // Errors are typed: *APIError for RFC 7807 REST failures, *RPCError for
 // JSON-RPC error frames, *ProvidersFailedError when every provider of a
 // turn failed, *TransportError for network failures and malformed or

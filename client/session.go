@@ -19,8 +19,9 @@ type Session struct {
 	Key     string
 	Profile Profile
 
-	h      *Harness
-	nextID atomic.Int64
+	h       *Harness
+	nextID  atomic.Int64
+	builtin builtin // per-session state of the builtin sandbox and subagent tools
 }
 
 // Call makes one JSON-RPC call on the session and decodes its terminal
@@ -224,8 +225,11 @@ func (s *Session) Participants(ctx context.Context) ([]string, error) {
 }
 
 // Close closes the session (DELETE). Closing a session that is no longer
-// open returns an *APIError with Status 409.
+// open returns an *APIError with Status 409. First it cancels the local
+// subagents still running and stops the local sandbox containers this
+// session started, reporting both to the server.
 func (s *Session) Close(ctx context.Context) error {
+	s.builtin.close(ctx, s)
 	return s.h.c.rest(ctx, http.MethodDelete, s.path(""), s.Key, nil, nil)
 }
 

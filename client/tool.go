@@ -30,6 +30,7 @@ func (s *Session) ours(m Message) []ToolCall {
 // runTools runs the handlers of calls concurrently and returns their
 // results in call order. Hooks run on the calling goroutine, in order.
 func (s *Session) runTools(ctx context.Context, calls []ToolCall) []ToolResult {
+	ctx = context.WithValue(ctx, sessionKey{}, s)
 	hk := s.h.snapshotHooks()
 	if hk.call != nil {
 		for _, c := range calls {
