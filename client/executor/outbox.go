@@ -1,0 +1,134 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+)
+
+// outbox holds the requests that must reach the harness exactly once
+// from the executor's side: tool.result, session.ended, session.event,
+// interaction.request and interaction.cancel. Each keeps its JSON-RPC id
+// for life and stays until the harness answers it. When a connection
+// becomes live every held item is re-sent in order before anything new
+// (attach runs under the same lock as push).
+type outbox struct {
+	mu      sync.Mutex
+	items   []*outItem
+	c       *conn         // the live connection, nil between connections
+	live    chan struct{} // closed while c is set
+	changed chan struct{} // closed and replaced whenever an item leaves
+}
+
+type outItem struct {
+	id      int64
+	method  string
+	session string
+	msg     []byte
+	// onAck runs once, outside the lock, with the harness's answer.
+	onAck func(result json.RawMessage, rerr *RPCError)
+}
+
+func newOutbox() *outbox {
+	return &outbox{live: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// push appends it and sends it now when a connection is live.
+func (o *outbox) push(it *outItem) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.items = append(o.items, it)
+	if o.c != nil {
+		o.sendLocked(o.c, it)
+	}
+}
+
+func (o *outbox) sendLocked(c *conn, it *outItem) {
+	if !c.expect(it.id, func(f *frame) {
+		if f != nil { // nil: the connection went; the item stays for the next one
+			o.ack(it, f)
+		}
+	}) {
+		return
+	}
+	if err := c.write(it.msg); err != nil {
+		c.log.Debug("executor: held request not sent", "method", it.method, "err", err)
+	}
+}
+
+// ack removes an answered item.
+func (o *outbox) ack(it *outItem, f *frame) {
+	o.mu.Lock()
+	for i, x := range o.items {
+		if x == it {
+			o.items = append(o.items[:i:i], o.items[i+1:]...)
+			close(o.changed)
+			o.changed = make(chan struct{})
+			break
+		}
+	}
+	o.mu.Unlock()
+	if it.onAck != nil {
+		it.onAck(f.Result, f.Error)
+	}
+}
+
+// attach re-sends every held item on c in order, then makes c live.
+func (o *outbox) attach(c *conn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, it := range o.items {
+		o.sendLocked(c, it)
+	}
+	o.c = c
+	close(o.live)
+}
+
+// detach ends c's turn as the live connection.
+func (o *outbox) detach(c *conn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.c == c {
+		o.c = nil
+		o.live = make(chan struct{})
+	}
+}
+
+// current returns the live connection (nil if none) and a channel
+// closed once one is live.
+func (o *outbox) current() (*conn, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.c, o.live
+}
+
+// held reports how many items wait for an answer.
+func (o *outbox) held() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.items)
+}
+
+// waitSession blocks until no item of session is held, or ctx ends.
+func (o *outbox) waitSession(ctx context.Context, session string) error {
+	for {
+		o.mu.Lock()
+		busy := false
+		for _, it := range o.items {
+			if it.session == session {
+				busy = true
+				break
+			}
+		}
+		ch := o.changed
+		o.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

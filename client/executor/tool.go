@@ -1,0 +1,210 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ProcessExec is the tool.call name of a remote shell command.
+const ProcessExec = "process.exec"
+
+// Tool is a tool this executor serves. Handle runs on its own goroutine
+// for each call; its ctx ends on tool.cancel, session.stop, the call's
+// timeout_ms, or Close.
+type Tool struct {
+	Def    ToolDef
+	Handle func(ctx context.Context, c Call) (Result, error)
+}
+
+// Call is one tool.call.
+type Call struct {
+	SessionID string
+	ID        string // tool_call_id
+	Name      string
+	Input     json.RawMessage
+	Timeout   time.Duration // timeout_ms; 0 when none was given
+
+	e *Executor
+}
+
+// Progress reports progress with a tool.progress notification. It is
+// lossy: while the executor is disconnected it returns ErrDisconnected
+// and nothing is sent. total <= 0 is left out.
+func (c Call) Progress(msg string, progress, total float64) error {
+	if c.e == nil {
+		return ErrDisconnected
+	}
+	p := toolProgressParams{SessionID: c.SessionID, ToolCallID: c.ID, Message: msg, Progress: &progress}
+	if total > 0 {
+		p.Total = &total
+	}
+	return c.e.notifyLive("tool.progress", p)
+}
+
+// Result is a tool call's outcome, sent as tool.result. Content is a JSON
+// array of content blocks or any JSON value; nil is sent as [].
+type Result struct {
+	Content json.RawMessage
+	IsError bool
+}
+
+// TextResult is a result with one text block.
+func TextResult(text string) Result {
+	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
+	return Result{Content: b}
+}
+
+// ErrorResult is an is_error result with one text block.
+func ErrorResult(text string) Result {
+	r := TextResult(text)
+	r.IsError = true
+	return r
+}
+
+// JSONResult is a result whose content is v encoded as JSON.
+func JSONResult(v any) (Result, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Result{}, fmt.Errorf("encode result: %w", err)
+	}
+	return Result{Content: b}, nil
+}
+
+// runningCall is a tool call whose handler has not finished.
+type runningCall struct {
+	session  string
+	cancel   context.CancelFunc
+	done     chan struct{} // closed after its tool.result is held
+	canceled bool          // tool.cancel or session.stop
+}
+
+type handler func(ctx context.Context, c Call) (Result, error)
+
+// handlerFor finds who serves name.
+func (e *Executor) handlerFor(name string) (handler, bool) {
+	if name == ProcessExec {
+		if e.cfg.Process == nil {
+			return nil, false
+		}
+		return e.execTool, true
+	}
+	t, ok := e.tools[name]
+	return t.Handle, ok
+}
+
+func (e *Executor) onToolCall(r *request) (any, *RPCError) {
+	var p toolCallParams
+	if rerr := decodeParams(r.params, &p); rerr != nil {
+		return nil, rerr
+	}
+	if rerr := require("tool_call_id", p.ToolCallID, "name", p.Name); rerr != nil {
+		return nil, rerr
+	}
+	e.mu.Lock()
+	if _, running := e.calls[p.ToolCallID]; running || e.finished.has(p.ToolCallID) {
+		e.mu.Unlock()
+		e.log.Debug("executor: duplicate tool call acked", "tool_call_id", p.ToolCallID)
+		return accepted{true}, nil
+	}
+	h, ok := e.handlerFor(p.Name)
+	if !ok {
+		e.mu.Unlock()
+		return nil, capabilityMissing("tool:" + p.Name)
+	}
+	if hd := e.hands[p.SessionID]; hd != nil && hd.stopping {
+		e.mu.Unlock()
+		return nil, rpcErr(CodeConflict, "session is stopping", map[string]string{"reason": "stopping"})
+	}
+	ctx, cancel := context.WithCancel(e.life)
+	rc := &runningCall{session: p.SessionID, cancel: cancel, done: make(chan struct{})}
+	e.calls[p.ToolCallID] = rc
+	e.mu.Unlock()
+
+	r.reply(accepted{true}, nil)
+	call := Call{SessionID: p.SessionID, ID: p.ToolCallID, Name: p.Name, Input: p.Input,
+		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, e: e}
+	if !e.goWork(func() { e.runCall(ctx, rc, h, call) }) {
+		cancel()
+		e.mu.Lock()
+		delete(e.calls, p.ToolCallID)
+		e.mu.Unlock()
+	}
+	return later{}, nil
+}
+
+// runCall runs a handler and holds its tool.result.
+func (e *Executor) runCall(ctx context.Context, rc *runningCall, h handler, call Call) {
+	defer rc.cancel()
+	hctx := ctx
+	if call.Timeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, call.Timeout)
+		defer cancel()
+	}
+	res, err := safeHandle(hctx, h, call)
+	if err != nil {
+		switch {
+		case errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			res = ErrorResult(fmt.Sprintf("tool call timed out after %s", call.Timeout))
+		case ctx.Err() != nil:
+			res = ErrorResult("tool call canceled")
+		default:
+			res = ErrorResult(err.Error())
+		}
+	}
+	e.mu.Lock()
+	if rc.canceled && !res.IsError {
+		res = ErrorResult("tool call canceled")
+	}
+	delete(e.calls, call.ID)
+	e.finished.add(call.ID)
+	end := e.oneShotDoneLocked(call.SessionID)
+	e.mu.Unlock()
+
+	if len(res.Content) == 0 {
+		res.Content = json.RawMessage("[]")
+	}
+	if err := e.push("tool.result", call.SessionID, toolResultParams{
+		SessionID: call.SessionID, ToolCallID: call.ID, Content: res.Content, IsError: res.IsError,
+	}, nil); err != nil {
+		e.log.Error("executor: tool result not encodable", "tool_call_id", call.ID, "err", err)
+		_ = e.push("tool.result", call.SessionID, toolResultParams{
+			SessionID: call.SessionID, ToolCallID: call.ID, Content: ErrorResult("result not encodable").Content, IsError: true,
+		}, nil)
+	}
+	close(rc.done)
+	if end != nil {
+		e.pushEnded(call.SessionID, end.epoch, "completed")
+	}
+}
+
+// safeHandle runs h, turning a panic into an error.
+func safeHandle(ctx context.Context, h handler, c Call) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("tool handler panicked: %v", v)
+		}
+	}()
+	return h(ctx, c)
+}
+
+func (e *Executor) onToolCancel(r *request) (any, *RPCError) {
+	var p toolCancelParams
+	if rerr := decodeParams(r.params, &p); rerr != nil {
+		return nil, rerr
+	}
+	e.mu.Lock()
+	rc, ok := e.calls[p.ToolCallID]
+	ok = ok && (p.SessionID == "" || rc.session == p.SessionID)
+	if ok {
+		rc.canceled = true
+		rc.cancel()
+	}
+	e.mu.Unlock()
+	return struct {
+		Canceled bool `json:"canceled"`
+	}{ok}, nil
+}

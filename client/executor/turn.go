@@ -1,0 +1,169 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+)
+
+// TurnMetadata is turn.start's metadata: where the brain's model calls
+// go and with which short-lived credentials.
+type TurnMetadata struct {
+	ModelBaseURL        string    `json:"model_base_url"`
+	ModelToken          string    `json:"model_token"`
+	ModelTokenExpiresAt time.Time `json:"model_token_expires_at"`
+	ToolsMCPURL         string    `json:"tools_mcp_url,omitempty"`
+	ToolsMCPToken       string    `json:"tools_mcp_token,omitempty"`
+	CustomTools         []ToolDef `json:"custom_tools,omitempty"`
+	Epoch               int64     `json:"epoch"`
+}
+
+// Input is user input added to a running turn with turn.input.
+type Input struct {
+	ID      string          // input_id
+	Content json.RawMessage // content blocks
+}
+
+// TurnToken is a refreshed model or tools token.
+type TurnToken struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// Turn is one agent turn being run by Agent.Run.
+type Turn struct {
+	SessionID string
+	ID        string          // turn_id
+	Input     json.RawMessage // the turn's input blocks
+	Metadata  TurnMetadata
+
+	e        *Executor
+	s        *agentSession
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+	canceled bool // under e.mu
+
+	in       sync.Mutex
+	inputs   []Input
+	inputIDs map[string]bool
+	ready    chan struct{} // 1-buffered signal of new input
+}
+
+func (t *Turn) wasCanceledLocked() bool { return t.canceled }
+
+func (t *Turn) wasCanceled() bool {
+	t.e.mu.Lock()
+	defer t.e.mu.Unlock()
+	return t.canceled
+}
+
+// deliver queues input, once per input_id.
+func (t *Turn) deliver(in Input) {
+	t.in.Lock()
+	if t.inputIDs[in.ID] {
+		t.in.Unlock()
+		return
+	}
+	t.inputIDs[in.ID] = true
+	t.inputs = append(t.inputs, in)
+	t.in.Unlock()
+	select {
+	case t.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Inputs takes the inputs that arrived since the last call, in order.
+func (t *Turn) Inputs() []Input {
+	t.in.Lock()
+	defer t.in.Unlock()
+	out := t.inputs
+	t.inputs = nil
+	return out
+}
+
+// InputReady receives a value when new input may be waiting in Inputs.
+func (t *Turn) InputReady() <-chan struct{} { return t.ready }
+
+// Emit holds a durable event of this turn for the harness: it gets the
+// session's next sequence number and is re-sent after a reconnect until
+// acknowledged. It returns the event_id (ev.ID, or a generated one).
+func (t *Turn) Emit(ev AgentEvent) (string, error) {
+	if ev.Type == "" {
+		return "", errors.New("executor: event without a type")
+	}
+	if _, err := ev.MarshalJSON(); err != nil {
+		return "", err
+	}
+	if ev.ID == "" {
+		ev.ID = newID("evt_")
+	}
+	e, s := t.e, t.s
+	s.emit.Lock()
+	defer s.emit.Unlock()
+	if e.stopped() {
+		return "", ErrClosed
+	}
+	s.seq++
+	seq := s.seq
+	e.mu.Lock()
+	epoch := s.epoch
+	e.mu.Unlock()
+	p := agentEventParams{SessionID: s.id, Epoch: epoch, TurnID: t.ID, EventID: ev.ID, Sequence: seq, Event: ev}
+	err := e.push("session.event", s.id, p, func(raw json.RawMessage, rerr *RPCError) {
+		if rerr != nil {
+			e.log.Warn("executor: harness refused an event", "session", s.id, "sequence", seq, "err", rerr)
+			return
+		}
+		acked := seq
+		var res sessionEventResult
+		if json.Unmarshal(raw, &res) == nil && res.AckedSequence != nil && *res.AckedSequence > acked {
+			acked = *res.AckedSequence
+		}
+		e.mu.Lock()
+		s.acked = max(s.acked, acked)
+		e.mu.Unlock()
+	})
+	if err != nil {
+		s.seq--
+		return "", err
+	}
+	return ev.ID, nil
+}
+
+// Delta streams a preview of the durable event eventID with a
+// session.event_delta notification. Deltas are lossy: while
+// disconnected it returns ErrDisconnected and nothing is sent.
+func (t *Turn) Delta(eventID string, delta any) error {
+	b, err := json.Marshal(delta)
+	if err != nil {
+		return err
+	}
+	return t.e.notifyLive("session.event_delta", deltaParams{SessionID: t.SessionID, TurnID: t.ID, EventID: eventID, Delta: b})
+}
+
+// RefreshModelToken asks for a fresh model token (model_token.refresh).
+// The harness signs one only while the turn is active: otherwise an
+// *RPCError with CodeTurnInactive.
+func (t *Turn) RefreshModelToken(ctx context.Context) (TurnToken, error) {
+	var res struct {
+		Token     string    `json:"model_token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err := t.e.call(ctx, "model_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID}, &res)
+	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+}
+
+// RefreshToolsToken asks for a fresh platform tools token
+// (tools_token.refresh) for this turn's epoch.
+func (t *Turn) RefreshToolsToken(ctx context.Context) (TurnToken, error) {
+	var res struct {
+		Token     string    `json:"tools_mcp_token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err := t.e.call(ctx, "tools_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: t.Metadata.Epoch}, &res)
+	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+}
