@@ -22,9 +22,31 @@ type Profile struct {
 	AvailableSandboxes []string
 	SystemPrompt       string // Baton extension; empty means none
 	MaxIterations      int    // Baton extension; 0 means DefaultMaxIterations
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	// ExecutorEnvironments lists the environments whose tool executors
+	// serve the profile's sessions (Baton extension; spec/executor.md).
+	ExecutorEnvironments []string
+	// Brain says who runs the profile's turns (Baton extension); the zero
+	// value is the server's own provider loop.
+	Brain     Brain
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
+
+// Brain types: who runs a profile's turns.
+const (
+	BrainServer   = "server"   // the server's provider loop (the default)
+	BrainExecutor = "executor" // the agent loop of a machine-scoped executor
+)
+
+// Brain is a profile's brain: {"type":"server"} or {"type":"executor",
+// "machine_id":"mch_…"}. An empty Type means BrainServer.
+type Brain struct {
+	Type      string `json:"type"`
+	MachineID string `json:"machine_id,omitempty"`
+}
+
+// Executor reports whether an executor's agent loop runs the turns.
+func (b Brain) Executor() bool { return b.Type == BrainExecutor }
 
 // Allows reports whether tool name is in the profile's allowed_tools list.
 // Non-string entries never match.

@@ -104,6 +104,27 @@ func (f *fakeImages) last() (provisioned, int) {
 	return f.calls[len(f.calls)-1], len(f.calls)
 }
 
+// fakeRevoker records the credentials it is told were revoked.
+type fakeRevoker struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *fakeRevoker) RevokeCredential(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, id)
+}
+
+// take returns the recorded ids and forgets them.
+func (r *fakeRevoker) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.ids
+	r.ids = nil
+	return ids
+}
+
 // openStore opens a real SQLite store in a temp directory.
 func openStore(t testing.TB) *store.DB {
 	t.Helper()

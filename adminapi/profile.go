@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,39 +12,47 @@ import (
 	"github.com/baton-engine/baton/internal/httpx"
 )
 
-// profileView is BAE's ProfileView plus Baton's two extensions:
-// system_prompt (null when the profile has none) and max_iterations (the
-// effective cap, baton.DefaultMaxIterations when the profile sets none).
+// profileView is BAE's ProfileView plus Baton's extensions: system_prompt
+// (null when the profile has none), max_iterations (the effective cap,
+// baton.DefaultMaxIterations when the profile sets none),
+// executor_environments and brain ({"type":"server"} by default).
 type profileView struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
-	PrimaryProvider    string            `json:"primary_provider"`
-	FallbackProviders  []string          `json:"fallback_providers"`
-	MCPServers         []string          `json:"mcp_servers"`
-	AllowedTools       []json.RawMessage `json:"allowed_tools"`
-	AvailableSandboxes []string          `json:"available_sandboxes"`
-	SystemPrompt       *string           `json:"system_prompt"`
-	MaxIterations      int               `json:"max_iterations"`
-	CreatedAt          string            `json:"created_at"`
-	UpdatedAt          string            `json:"updated_at"`
+	ID                   string            `json:"id"`
+	Name                 string            `json:"name"`
+	PrimaryProvider      string            `json:"primary_provider"`
+	FallbackProviders    []string          `json:"fallback_providers"`
+	MCPServers           []string          `json:"mcp_servers"`
+	AllowedTools         []json.RawMessage `json:"allowed_tools"`
+	AvailableSandboxes   []string          `json:"available_sandboxes"`
+	SystemPrompt         *string           `json:"system_prompt"`
+	MaxIterations        int               `json:"max_iterations"`
+	ExecutorEnvironments []string          `json:"executor_environments"`
+	Brain                baton.Brain       `json:"brain"`
+	CreatedAt            string            `json:"created_at"`
+	UpdatedAt            string            `json:"updated_at"`
 }
 
 func newProfileView(p *baton.Profile) profileView {
 	v := profileView{
-		ID:                 p.ID,
-		Name:               p.Name,
-		PrimaryProvider:    p.PrimaryProvider,
-		FallbackProviders:  orEmpty(p.FallbackProviders),
-		MCPServers:         orEmpty(p.MCPServers),
-		AllowedTools:       orEmpty(p.AllowedTools),
-		AvailableSandboxes: orEmpty(p.AvailableSandboxes),
-		MaxIterations:      p.Iterations(),
-		CreatedAt:          baton.FormatTime(p.CreatedAt),
-		UpdatedAt:          baton.FormatTime(p.UpdatedAt),
+		ID:                   p.ID,
+		Name:                 p.Name,
+		PrimaryProvider:      p.PrimaryProvider,
+		FallbackProviders:    orEmpty(p.FallbackProviders),
+		MCPServers:           orEmpty(p.MCPServers),
+		AllowedTools:         orEmpty(p.AllowedTools),
+		AvailableSandboxes:   orEmpty(p.AvailableSandboxes),
+		MaxIterations:        p.Iterations(),
+		ExecutorEnvironments: orEmpty(p.ExecutorEnvironments),
+		Brain:                p.Brain,
+		CreatedAt:            baton.FormatTime(p.CreatedAt),
+		UpdatedAt:            baton.FormatTime(p.UpdatedAt),
 	}
 	if p.SystemPrompt != "" {
 		sp := p.SystemPrompt
 		v.SystemPrompt = &sp
+	}
+	if v.Brain.Type == "" {
+		v.Brain.Type = baton.BrainServer
 	}
 	return v
 }
@@ -146,7 +155,9 @@ func (s *Server) provision(ctx context.Context, p *baton.Profile) {
 	}
 }
 
-// profileError gives the store's profile errors BAE's details.
+// profileError gives the store's profile errors BAE's details. A missing
+// environment or brain machine is the store's 422 unprocessable_entity,
+// naming the member.
 func profileError(err error, id string) error {
 	switch baton.ErrorCode(err) {
 	case baton.ECodeNotFound:
@@ -161,7 +172,9 @@ func profileError(err error, id string) error {
 // name and primary_provider must be strings (else a 422 rejection); the
 // other checks are 400 bad_request in this order: name, primary_provider,
 // fallback_providers, mcp_servers, allowed_tools, available_sandboxes,
-// system_prompt, max_iterations. Omitted lists are empty.
+// system_prompt, max_iterations, executor_environments, brain. Omitted
+// lists are empty and an omitted brain is the server. Whether the
+// environments and the brain machine exist is checked by the store.
 func decodeProfile(obj httpx.Object) (*baton.Profile, error) {
 	name, err := obj.String("name")
 	if err != nil {
@@ -205,7 +218,67 @@ func decodeProfile(obj httpx.Object) (*baton.Profile, error) {
 		}
 		p.MaxIterations = int(n)
 	}
+	if p.ExecutorEnvironments, err = environmentList(obj); err != nil {
+		return nil, err
+	}
+	if p.Brain, err = decodeBrain(obj); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// environmentList decodes executor_environments: an optional array of
+// distinct, non-blank environment ids.
+func environmentList(obj httpx.Object) ([]string, error) {
+	const key = "executor_environments"
+	raw, ok := obj.Raw(key)
+	if !ok {
+		return []string{}, nil
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil {
+		return nil, badRequest(key + " must be an array")
+	}
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		if httpx.Kind(e) != '"' || json.Unmarshal(e, &out[i]) != nil || strings.TrimSpace(out[i]) == "" {
+			return nil, baton.Errorf(baton.ECodeBadRequest, "%s[%d] must be an environment id (env_…)", key, i)
+		}
+		if slices.Contains(out[:i], out[i]) {
+			return nil, baton.Errorf(baton.ECodeBadRequest, "%s[%d] repeats %s", key, i, out[i])
+		}
+	}
+	return out, nil
+}
+
+// decodeBrain decodes the optional brain member: {"type":"server"} (the
+// default) or {"type":"executor","machine_id":"mch_…"}.
+func decodeBrain(obj httpx.Object) (baton.Brain, error) {
+	server := baton.Brain{Type: baton.BrainServer}
+	raw, ok := obj.Raw("brain")
+	if !ok {
+		return server, nil
+	}
+	var m map[string]json.RawMessage
+	if httpx.Kind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
+		return baton.Brain{}, badRequest("brain must be an object")
+	}
+	var typ, machine string
+	if json.Unmarshal(m["type"], &typ) != nil || (typ != baton.BrainServer && typ != baton.BrainExecutor) {
+		return baton.Brain{}, badRequest(`brain.type must be "server" or "executor"`)
+	}
+	rawMachine, hasMachine := m["machine_id"]
+	hasMachine = hasMachine && httpx.Kind(rawMachine) != 'n'
+	if typ == baton.BrainServer {
+		if hasMachine {
+			return baton.Brain{}, badRequest(`brain.machine_id is only allowed with type "executor"`)
+		}
+		return server, nil
+	}
+	if !hasMachine || httpx.Kind(rawMachine) != '"' || json.Unmarshal(rawMachine, &machine) != nil || strings.TrimSpace(machine) == "" {
+		return baton.Brain{}, badRequest("brain.machine_id must be a machine id (mch_…)")
+	}
+	return baton.Brain{Type: baton.BrainExecutor, MachineID: machine}, nil
 }
 
 // nameList decodes an optional array of strings; absent or null is empty.

@@ -41,9 +41,13 @@ func (f *fixture) profileJSON(t *testing.T, id string) string {
 	if p.SystemPrompt != "" {
 		sp = marshal(t, p.SystemPrompt)
 	}
-	return fmt.Sprintf(`{"id":"%s","name":"%s","primary_provider":"%s","fallback_providers":%s,"mcp_servers":%s,"allowed_tools":%s,"available_sandboxes":%s,"system_prompt":%s,"max_iterations":%d,"created_at":"%s","updated_at":"%s"}`,
+	brain := `{"type":"server"}`
+	if p.Brain.Executor() {
+		brain = `{"type":"executor","machine_id":"` + p.Brain.MachineID + `"}`
+	}
+	return fmt.Sprintf(`{"id":"%s","name":"%s","primary_provider":"%s","fallback_providers":%s,"mcp_servers":%s,"allowed_tools":%s,"available_sandboxes":%s,"system_prompt":%s,"max_iterations":%d,"executor_environments":%s,"brain":%s,"created_at":"%s","updated_at":"%s"}`,
 		p.ID, p.Name, p.PrimaryProvider, list(p.FallbackProviders), list(p.MCPServers), list(p.AllowedTools), list(p.AvailableSandboxes),
-		sp, p.Iterations(), baton.FormatTime(p.CreatedAt), baton.FormatTime(p.UpdatedAt))
+		sp, p.Iterations(), list(p.ExecutorEnvironments), brain, baton.FormatTime(p.CreatedAt), baton.FormatTime(p.UpdatedAt))
 }
 
 // marshal is json.Marshal without HTML escaping, as the wire has it.
@@ -157,7 +161,7 @@ func TestProfileLifecycle(t *testing.T) {
 		{Name: "get", Method: "GET", Path: "/admin/v1/profiles/" + id, Headers: admin(), Status: 200, Want: view},
 		{Name: "defaults", Method: "GET", Path: "/admin/v1/profiles/" + other, Headers: admin(), Status: 200,
 			Check: func(t *testing.T, rec *httptest.ResponseRecorder) {
-				if !strings.Contains(rec.Body.String(), `"fallback_providers":[],"mcp_servers":[],"allowed_tools":[],"available_sandboxes":[],"system_prompt":null,"max_iterations":8,`) {
+				if !strings.Contains(rec.Body.String(), `"fallback_providers":[],"mcp_servers":[],"allowed_tools":[],"available_sandboxes":[],"system_prompt":null,"max_iterations":8,"executor_environments":[],"brain":{"type":"server"},`) {
 					t.Errorf("defaults render as %s", rec.Body)
 				}
 			}},
@@ -193,7 +197,8 @@ func TestProfileLifecycle(t *testing.T) {
 	}
 	after, _ := f.db.Profile(context.Background(), id)
 	want := &baton.Profile{ID: id, Name: "main2", PrimaryProvider: "gpt", FallbackProviders: []string{}, MCPServers: []string{"web"},
-		AllowedTools: []json.RawMessage{}, AvailableSandboxes: []string{}, CreatedAt: before.CreatedAt, UpdatedAt: after.UpdatedAt}
+		AllowedTools: []json.RawMessage{}, AvailableSandboxes: []string{}, ExecutorEnvironments: []string{},
+		Brain: baton.Brain{Type: baton.BrainServer}, CreatedAt: before.CreatedAt, UpdatedAt: after.UpdatedAt}
 	if diff := cmp.Diff(want, after); diff != "" {
 		t.Errorf("replaced profile (-want +got):\n%s", diff)
 	}

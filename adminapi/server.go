@@ -27,6 +27,12 @@ type Options struct {
 
 	Registry       *baton.Registry // nil: empty registries
 	RedactedConfig any             // JSON-marshalable; served verbatim at GET /admin/v1/config
+
+	// Executors serves the environment, machine and credential routes
+	// (nil leaves them unrouted). Revoker, when set, is told of every
+	// credential revoked here, directly or by deleting its owner.
+	Executors baton.ExecutorStore
+	Revoker   baton.ExecutorRevoker
 }
 
 // Server is the admin-port HTTP server. URL, Shutdown and Close come from
@@ -105,6 +111,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /admin/v1/providers", s.providers)
 	s.handle(mux, "GET /admin/v1/config", s.config)
 	s.handle(mux, "GET /admin/v1/sandbox-status", s.sandboxStatus)
+
+	s.executorRoutes(mux)
 }
 
 // handle registers h under pattern behind the admin authentication and

@@ -22,16 +22,18 @@ type fixture struct {
 	auth     *fakeAuth
 	sessions *fakeSessions
 	images   *fakeImages
+	revoker  *fakeRevoker
 	srv      *Server
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := openStore(t)
-	f := &fixture{db: db, auth: &fakeAuth{}, sessions: &fakeSessions{db: db}, images: &fakeImages{}}
+	f := &fixture{db: db, auth: &fakeAuth{}, sessions: &fakeSessions{db: db}, images: &fakeImages{}, revoker: &fakeRevoker{}}
 	f.srv = New(Options{
 		Addr: "127.0.0.1:0", MaxBodyBytes: maxBody,
 		Auth: f.auth, Store: db, Sessions: f.sessions, Images: f.images,
+		Executors: db, Revoker: f.revoker,
 		Registry: &baton.Registry{
 			Providers: []baton.ProviderEntry{
 				{Name: "claude", Provider: baton.ProviderAnthropic, Model: "claude-sonnet", AuthToken: "${SECRET_TOKEN}", MaxTokens: 4096},

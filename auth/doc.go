@@ -9,4 +9,12 @@
 // flush interval. Admin keys keep BAE's Argon2id PHC hashes (so
 // pre-provisioned hash files work); a verified admin token is remembered so
 // the 64 MiB derivation runs once per token, not once per request.
+//
+// ExecutorTokens exchanges executor credentials (bae_exc_…, stored as
+// SHA-256 digests like client keys) for short-lived executor tokens
+// (bae_ext_…): base64url JSON claims naming the scope, owner, credential
+// and expiry, signed with HMAC-SHA256 under a per-installation key kept in
+// the store, so that any node verifies them without a lookup of the token.
+// Verify checks the MAC in constant time, the expiry and, through a short
+// cache that RevokeCredential clears, that the credential is not revoked.
 package auth

@@ -26,6 +26,10 @@ type Options struct {
 	Clients baton.ClientService
 	V1Store V1Store
 
+	// ExecutorTokens serves the executor token exchange under /v1 (nil
+	// leaves it unrouted).
+	ExecutorTokens baton.ExecutorTokens
+
 	// Guards in front of every route (spec/clients.md): idempotency
 	// receipts (nil: Idempotency-Key is ignored), the per-credential rate
 	// limit (RateLimit requests/s with RateBurst; 0 turns it off) and the
@@ -78,6 +82,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "DELETE /api/v1/sessions/{id}", s.closeSession)
 	mux.HandleFunc("POST /api/v1/sessions/{id}/rpc", s.rpc)
 	s.v1Routes(mux)
+	s.executorRoutes(mux)
 }
 
 // handle registers h under pattern with the shared error rendering.

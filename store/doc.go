@@ -1,5 +1,6 @@
 // Package store is Baton's durable store: the append-only session event log
-// and the catalogue of profiles, keys and sessions. It implements
+// and the catalogue of profiles, keys, sessions and the executor resources
+// (environments, machines, their credentials, installation settings). It implements
 // baton.Store on SQLite (the default, through modernc.org/sqlite) or on
 // PostgreSQL (through pgx), chosen by the URL given to Open.
 //
@@ -10,7 +11,8 @@
 // Open refuses a database migrated by a newer Baton with ErrSchemaTooNew.
 // Timestamps are TEXT in baton.TimeLayout and JSON is TEXT in both
 // dialects, so values read back identically from either database. Deleted
-// profiles and revoked keys are soft-deleted rows.
+// profiles, environments and machines and revoked keys and executor
+// credentials are soft-deleted rows.
 //
 // # Writes
 //

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,7 +12,11 @@ import (
 )
 
 const profileCols = `ord, id, name, primary_provider, fallback_providers, mcp_servers,
-	allowed_tools, available_sandboxes, system_prompt, max_iterations, created_at, updated_at`
+	allowed_tools, available_sandboxes, system_prompt, max_iterations, executor_environments, brain,
+	created_at, updated_at`
+
+// serverBrain is the stored form of the default brain.
+const serverBrain = `{"type":"server"}`
 
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -21,10 +26,11 @@ func scanProfile(s scanner) (*baton.Profile, int64, error) {
 		p                         baton.Profile
 		ord                       int64
 		fallback, mcp, tools, sbx string
+		envs, brain               string
 		created, updated          string
 	)
 	err := s.Scan(&ord, &p.ID, &p.Name, &p.PrimaryProvider, &fallback, &mcp, &tools, &sbx,
-		&p.SystemPrompt, &p.MaxIterations, &created, &updated)
+		&p.SystemPrompt, &p.MaxIterations, &envs, &brain, &created, &updated)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -40,6 +46,12 @@ func scanProfile(s scanner) (*baton.Profile, int64, error) {
 	if p.AvailableSandboxes, err = decodeStrings(sbx); err != nil {
 		return nil, 0, err
 	}
+	if p.ExecutorEnvironments, err = decodeStrings(envs); err != nil {
+		return nil, 0, err
+	}
+	if p.Brain, err = decodeBrain(brain); err != nil {
+		return nil, 0, err
+	}
 	if p.CreatedAt, err = parseTime(created); err != nil {
 		return nil, 0, err
 	}
@@ -52,6 +64,7 @@ func scanProfile(s scanner) (*baton.Profile, int64, error) {
 // profileRow is the encoded, storable form of a profile's list fields.
 type profileRow struct {
 	fallback, mcp, tools, sbx string
+	envs, brain               string
 }
 
 func encodeProfile(p *baton.Profile) (profileRow, error) {
@@ -69,7 +82,37 @@ func encodeProfile(p *baton.Profile) (profileRow, error) {
 	if r.sbx, err = encodeStrings(p.AvailableSandboxes); err != nil {
 		return r, err
 	}
+	if r.envs, err = encodeStrings(p.ExecutorEnvironments); err != nil {
+		return r, err
+	}
+	if r.brain, err = encodeBrain(&p.Brain); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// encodeBrain stores b, an empty type meaning the server; it fills the
+// type in so that b reads back as it is stored.
+func encodeBrain(b *baton.Brain) (string, error) {
+	if b.Type == "" {
+		b.Type = baton.BrainServer
+	}
+	switch {
+	case b.Type == baton.BrainServer && b.MachineID == "":
+		return serverBrain, nil
+	case b.Type == baton.BrainExecutor && b.MachineID != "":
+		raw, err := json.Marshal(b)
+		return string(raw), err
+	}
+	return "", fmt.Errorf("store: invalid brain %+v", *b)
+}
+
+func decodeBrain(s string) (baton.Brain, error) {
+	var b baton.Brain
+	if err := json.Unmarshal([]byte(s), &b); err != nil {
+		return b, fmt.Errorf("store: decode brain: %w", err)
+	}
+	return b, nil
 }
 
 func errDuplicateName() error {
@@ -95,6 +138,9 @@ func (db *DB) CreateProfile(ctx context.Context, p *baton.Profile) error {
 		p.UpdatedAt = p.CreatedAt
 	}
 	return db.w.do(ctx, func(t *wtx) error {
+		if err := t.checkProfileRefs(p); err != nil {
+			return err
+		}
 		var n int64
 		if err := t.get(`SELECT COUNT(*) FROM profiles WHERE name = $1`, []any{p.Name}, &n); err != nil {
 			return fmt.Errorf("create profile: %w", err)
@@ -103,10 +149,11 @@ func (db *DB) CreateProfile(ctx context.Context, p *baton.Profile) error {
 			return errDuplicateName()
 		}
 		_, err := t.exec(`INSERT INTO profiles (id, name, primary_provider, fallback_providers, mcp_servers,
-	allowed_tools, available_sandboxes, system_prompt, max_iterations, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	allowed_tools, available_sandboxes, system_prompt, max_iterations, executor_environments, brain,
+	created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			p.ID, p.Name, p.PrimaryProvider, enc.fallback, enc.mcp, enc.tools, enc.sbx,
-			p.SystemPrompt, p.MaxIterations, formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
+			p.SystemPrompt, p.MaxIterations, enc.envs, enc.brain, formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
 		if isUnique(err) {
 			return errDuplicateName() // raced with another node
 		}
@@ -119,7 +166,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 
 // Profile returns an active profile or ECodeNotFound.
 func (db *DB) Profile(ctx context.Context, id string) (*baton.Profile, error) {
-	row := db.read.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE id = $1 AND deleted_at IS NULL`, id)
+	row := db.queryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE id = $1 AND deleted_at IS NULL`, id)
 	p, _, err := scanProfile(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNoProfile(id)
@@ -167,6 +214,9 @@ func (db *DB) ReplaceProfile(ctx context.Context, p *baton.Profile) error {
 		if created, err = parseTime(c); err != nil {
 			return err
 		}
+		if err := t.checkProfileRefs(p); err != nil {
+			return err
+		}
 		var n int64
 		if err := t.get(`SELECT COUNT(*) FROM profiles WHERE name = $1 AND id <> $2`, []any{p.Name, p.ID}, &n); err != nil {
 			return fmt.Errorf("replace profile: %w", err)
@@ -177,10 +227,10 @@ func (db *DB) ReplaceProfile(ctx context.Context, p *baton.Profile) error {
 		updated = baton.Now()
 		_, err = t.exec(`UPDATE profiles SET name = $2, primary_provider = $3, fallback_providers = $4,
 	mcp_servers = $5, allowed_tools = $6, available_sandboxes = $7, system_prompt = $8,
-	max_iterations = $9, updated_at = $10
+	max_iterations = $9, executor_environments = $10, brain = $11, updated_at = $12
 WHERE id = $1`,
 			p.ID, p.Name, p.PrimaryProvider, enc.fallback, enc.mcp, enc.tools, enc.sbx,
-			p.SystemPrompt, p.MaxIterations, formatTime(updated))
+			p.SystemPrompt, p.MaxIterations, enc.envs, enc.brain, formatTime(updated))
 		if isUnique(err) {
 			return errDuplicateName()
 		}

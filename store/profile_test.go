@@ -12,6 +12,7 @@ import (
 
 func testProfileRoundTrip(t *testing.T, db *DB) {
 	ctx := context.Background()
+	env, mch := mkEnvironment(t, db, "ci"), mkMachine(t, db, "laptop")
 	full := &baton.Profile{
 		Name:              "full",
 		PrimaryProvider:   "claude",
@@ -22,6 +23,9 @@ func testProfileRoundTrip(t *testing.T, db *DB) {
 		AvailableSandboxes: []string{"python:3.12"},
 		SystemPrompt:       "be brief",
 		MaxIterations:      12,
+		// Baton's executor extensions.
+		ExecutorEnvironments: []string{env.ID},
+		Brain:                baton.Brain{Type: baton.BrainExecutor, MachineID: mch.ID},
 	}
 	if err := db.CreateProfile(ctx, full); err != nil {
 		t.Fatal(err)
@@ -49,6 +53,10 @@ func testProfileRoundTrip(t *testing.T, db *DB) {
 	want := *bare
 	want.FallbackProviders, want.MCPServers, want.AvailableSandboxes = []string{}, []string{}, []string{}
 	want.AllowedTools = []json.RawMessage{}
+	want.ExecutorEnvironments = []string{}
+	if bare.Brain != (baton.Brain{Type: baton.BrainServer}) {
+		t.Errorf("CreateProfile left the default brain as %+v, want type server", bare.Brain)
+	}
 	if diff := cmp.Diff(&want, got); diff != "" {
 		t.Errorf("bare profile (-want +got):\n%s", diff)
 	}
@@ -124,7 +132,7 @@ func testProfileReplace(t *testing.T, db *DB) {
 		t.Fatal(err)
 	}
 	want := *repl
-	want.FallbackProviders, want.AvailableSandboxes = []string{}, []string{}
+	want.FallbackProviders, want.AvailableSandboxes, want.ExecutorEnvironments = []string{}, []string{}, []string{}
 	if diff := cmp.Diff(&want, got); diff != "" {
 		t.Errorf("replaced profile (-want +got):\n%s", diff)
 	}

@@ -44,7 +44,8 @@ func (c *cli) adminCmd() *cobra.Command {
 		Use:   "admin",
 		Short: "Manage a running server through its admin API",
 		Long: `Manage profiles, client keys and sessions of a running Baton (or BAE)
-server through its admin API (/admin/v1), like BAE's baectl.
+server through its admin API (/admin/v1), like BAE's baectl, and Baton's
+executor environments, machines and their credentials.
 
 The admin key is taken, first match wins, from --admin-token, BAE_ADMIN_TOKEN,
 --admin-key-file, BAE_ADMIN_KEY_FILE, then the files ` + devKeyFile + `
@@ -68,6 +69,8 @@ The admin key is taken, first match wins, from --admin-token, BAE_ADMIN_TOKEN,
 		a.registryCmd("mcp-servers", "List the configured MCP servers", "/admin/v1/mcp-servers",
 			"no MCP servers configured", []string{"NAME", "TRANSPORT"}, rowOf(mcpRow)),
 		a.sandboxStatusCmd(),
+		a.environmentsCmd(),
+		a.machinesCmd(),
 	)
 	return cmd
 }

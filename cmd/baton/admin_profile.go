@@ -24,6 +24,16 @@ type profileBody struct {
 	AvailableSandboxes []string          `json:"available_sandboxes"`
 	SystemPrompt       string            `json:"system_prompt,omitempty"`
 	MaxIterations      int               `json:"max_iterations,omitempty"`
+	// Baton's executor extensions, also left out when unset.
+	ExecutorEnvironments []string   `json:"executor_environments,omitempty"`
+	Brain                *brainBody `json:"brain,omitempty"`
+}
+
+// brainBody is a profile's brain: {"type":"server"} or
+// {"type":"executor","machine_id":"mch_…"}.
+type brainBody struct {
+	Type      string `json:"type"`
+	MachineID string `json:"machine_id,omitempty"`
 }
 
 // profileView is a profile as the admin API returns it.
@@ -49,6 +59,8 @@ type profileFlags struct {
 	sandboxes    []string
 	systemPrompt string
 	maxIter      int
+	environments []string
+	brainMachine string
 }
 
 func (f *profileFlags) register(cmd *cobra.Command) {
@@ -59,6 +71,8 @@ func (f *profileFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.sandboxes, "sandbox", nil, "sandbox image the profile may use (repeatable)")
 	fl.StringVar(&f.systemPrompt, "system-prompt", "", "system prompt for every session (Baton extension)")
 	fl.IntVar(&f.maxIter, "max-iterations", 0, "provider round trips per turn, 0 for the server default (Baton extension)")
+	fl.StringArrayVar(&f.environments, "executor-environment", nil, "environment id whose tool executors serve the profile (repeatable; Baton extension)")
+	fl.StringVar(&f.brainMachine, "brain-machine", "", "machine id whose agent executor runs the turns; empty for the server (Baton extension)")
 }
 
 // apply copies the flags the user gave into b. An empty value is dropped,
@@ -89,6 +103,15 @@ func (f *profileFlags) apply(cmd *cobra.Command, b *profileBody) error {
 			return usageErr(fmt.Errorf("--max-iterations must not be negative, got %d", f.maxIter))
 		}
 		b.MaxIterations = f.maxIter
+	}
+	if fl.Changed("executor-environment") {
+		b.ExecutorEnvironments = nonEmpty(f.environments)
+	}
+	if fl.Changed("brain-machine") {
+		b.Brain = &brainBody{Type: "server"}
+		if m := strings.TrimSpace(f.brainMachine); m != "" {
+			b.Brain = &brainBody{Type: "executor", MachineID: m}
+		}
 	}
 	b.fill()
 	return nil
@@ -229,6 +252,16 @@ func (a *adminCLI) printProfile(p *profileView, raw json.RawMessage) error {
 	}
 	if p.MaxIterations != 0 {
 		rows = append(rows, []string{"MAX_ITERATIONS", strconv.Itoa(p.MaxIterations)})
+	}
+	if len(p.ExecutorEnvironments) > 0 {
+		rows = append(rows, []string{"EXECUTOR_ENVIRONMENTS", strings.Join(p.ExecutorEnvironments, ", ")})
+	}
+	if p.Brain != nil && p.Brain.Type != "" {
+		brain := p.Brain.Type
+		if p.Brain.MachineID != "" {
+			brain += " (" + p.Brain.MachineID + ")"
+		}
+		rows = append(rows, []string{"BRAIN", brain})
 	}
 	rows = append(rows, []string{"CREATED_AT", p.CreatedAt}, []string{"UPDATED_AT", p.UpdatedAt})
 	for i := range rows {

@@ -41,7 +41,8 @@ type serveConfig struct {
 	MaxBodyBytes      int64
 	ReadyFile         string
 	Check             bool
-	Limits            limitConfig // rate limit, Client-Version, receipts
+	Limits            limitConfig    // rate limit, Client-Version, receipts
+	Executor          executorConfig // executor tokens
 }
 
 // serveFlags holds the command-line flags shared by the root command,
@@ -197,6 +198,8 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	}
 	limits, err := loadLimits(getenv)
 	c.Limits = limits
+	errs = append(errs, err)
+	c.Executor, err = loadExecutorConfig(getenv)
 	errs = append(errs, err)
 	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		errs = append(errs, fmt.Errorf("BATON_DATABASE_URL: must be a postgres:// URL (use BAE_DB_PATH for SQLite)"))

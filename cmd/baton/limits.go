@@ -47,26 +47,30 @@ func loadLimits(getenv func(string) string) (limitConfig, error) {
 			c.MinClientVersion = &ver
 		}
 	}
-	dur := func(name string, dst *time.Duration) {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			return
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			n, nerr := strconv.ParseUint(v, 10, 32) // whole seconds, as elsewhere
-			d, err = time.Duration(n)*time.Second, nerr
-		}
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a positive duration (e.g. 1h, 30m, or seconds)", name, v))
-			return
-		}
-		*dst = d
-	}
-	dur("BATON_IDEMPOTENCY_SWEEP_INTERVAL", &c.SweepInterval)
-	dur("BATON_IDEMPOTENCY_RETENTION", &c.Retention)
+	errs = append(errs,
+		envDuration(getenv, "BATON_IDEMPOTENCY_SWEEP_INTERVAL", &c.SweepInterval),
+		envDuration(getenv, "BATON_IDEMPOTENCY_RETENTION", &c.Retention))
 	if c.Retention < httpx.MinRetention {
 		errs = append(errs, fmt.Errorf("BATON_IDEMPOTENCY_RETENTION: %s is below the minimum of %s (7 days)", c.Retention, httpx.MinRetention))
 	}
 	return c, errors.Join(errs...)
+}
+
+// envDuration sets *dst from the environment variable name when it is set:
+// a positive Go duration (1h, 30m) or a whole number of seconds.
+func envDuration(getenv func(string) string, name string, dst *time.Duration) error {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.ParseUint(v, 10, 32) // whole seconds, as elsewhere
+		d, err = time.Duration(n)*time.Second, nerr
+	}
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%s: %q is not a positive duration (e.g. 1h, 30m, or seconds)", name, v)
+	}
+	*dst = d
+	return nil
 }

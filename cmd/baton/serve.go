@@ -110,6 +110,14 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return runtimeErr(err)
 	}
 	defer authn.Close()
+	// executorTokens exchanges executor credentials for tokens and verifies
+	// them (the executor hub verifies connections with it); revoke is told
+	// of every credential the admin API revokes.
+	executorTokens, err := auth.OpenExecutorTokens(ctx, auth.ExecutorOptions{Store: db, TTL: cfg.Executor.TokenTTL, Logger: log})
+	if err != nil {
+		return runtimeErr(err)
+	}
+	revoke := revokers{executorTokens}
 
 	claude, gpt := anthropic.New(nil), openai.New(nil)
 	defer claude.Close()
@@ -157,7 +165,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	client := httpapi.New(httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
-		Clients: eng, V1Store: db,
+		Clients: eng, V1Store: db, ExecutorTokens: executorTokens,
 		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
 		MinClientVersion: cfg.Limits.MinClientVersion,
 	})
@@ -169,6 +177,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Addr: cfg.AdminAddr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: adminAuth, Store: db, Sessions: eng, Images: prov,
 		Registry: registry, RedactedConfig: file.Redacted(),
+		Executors: db, Revoker: revoke,
 	})
 	sweeper := httpx.NewReceiptSweeper(httpx.SweeperOptions{
 		Receipts: db, Interval: cfg.Limits.SweepInterval, Retention: cfg.Limits.Retention, Logger: log,

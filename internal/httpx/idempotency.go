@@ -45,8 +45,9 @@ type IdempotencyOptions struct {
 // path, key): its status and body are saved as a receipt and later
 // requests with the same key and the same input (method, path, canonical
 // JSON body) get that response again with Idempotent-Replayed: true,
-// without session_key or key members. A different input, or a key still in
-// flight, is 409. A 5xx (or 401) response is not saved, so a retry runs.
+// without session_key or key members. A different input, or a key still
+// in flight, is 409. A 5xx (or 401) response is not saved, so a retry
+// runs. Executor token exchanges are not covered.
 // Requests without the header, without a bearer token (the handler answers
 // 401), or with a body over the limit (the handler answers 413) pass
 // through untouched.
@@ -103,7 +104,9 @@ func idempotent(method, path string) bool {
 		return false
 	}
 	if isV1(path) {
-		return true
+		// A token exchange (POST /v1/…/token) mints a fresh secret each
+		// time: repeating it is harmless and its answer is never stored.
+		return !strings.HasSuffix(path, "/token")
 	}
 	if method != http.MethodPost {
 		return false
