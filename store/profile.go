@@ -164,8 +164,27 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 	})
 }
 
-// Profile returns an active profile or ECodeNotFound.
+// profileTTL bounds how long Profile serves a cached profile: this node's
+// own changes drop it at once; another node's are seen within the TTL.
+const profileTTL = time.Second
+
+// cachedProfile is one entry of the profile cache.
+type cachedProfile struct {
+	p  *baton.Profile
+	at time.Time
+}
+
+// Profile returns an active profile or ECodeNotFound. Every turn reads its
+// profile, so recent reads are served from memory (see profileTTL); the
+// caller gets its own copy of the struct.
 func (db *DB) Profile(ctx context.Context, id string) (*baton.Profile, error) {
+	if v, ok := db.profiles.Load(id); ok {
+		if c := v.(cachedProfile); time.Since(c.at) < profileTTL {
+			cp := *c.p
+			return &cp, nil
+		}
+	}
+	gen := db.profileGen.Load()
 	row := db.queryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE id = $1 AND deleted_at IS NULL`, id)
 	p, _, err := scanProfile(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -174,7 +193,17 @@ func (db *DB) Profile(ctx context.Context, id string) (*baton.Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get profile: %w", err)
 	}
+	if db.profileGen.Load() == gen { // no change committed meanwhile
+		cp := *p
+		db.profiles.Store(id, cachedProfile{p: &cp, at: time.Now()})
+	}
 	return p, nil
+}
+
+// forgetProfile drops a changed profile from the cache.
+func (db *DB) forgetProfile(id string) {
+	db.profileGen.Add(1)
+	db.profiles.Delete(id)
 }
 
 // ListProfiles returns active profiles in creation order.
@@ -239,6 +268,7 @@ WHERE id = $1`,
 		}
 		return nil
 	})
+	db.forgetProfile(p.ID)
 	if err != nil {
 		return err
 	}
@@ -250,6 +280,7 @@ WHERE id = $1`,
 // are bound to it (ECodeProfileInUse); the check and the delete are one
 // transaction.
 func (db *DB) DeleteProfile(ctx context.Context, id string) error {
+	defer db.forgetProfile(id)
 	return db.w.do(ctx, func(t *wtx) error {
 		var found string
 		err := t.get(`SELECT id FROM profiles WHERE id = $1 AND deleted_at IS NULL`+t.w.lock, []any{id}, &found)

@@ -120,6 +120,16 @@ func testProfileReplace(t *testing.T, db *DB) {
 		SystemPrompt:    "new",
 		MaxIterations:   3,
 	}
+	// A read before the change must not be served after it (the cache),
+	// and what a caller does to its copy stays its own.
+	before, err := db.Profile(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before.Name = "scribbled"
+	if again, _ := db.Profile(ctx, p.ID); again == nil || again.Name != "orig" {
+		t.Fatalf("profile after a caller changed its copy = %+v", again)
+	}
 	if err := db.ReplaceProfile(ctx, repl); err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +183,14 @@ func testProfileDelete(t *testing.T, db *DB) {
 	if _, err := db.RevokeClientKey(ctx, k2.ID, nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := db.Profile(ctx, p.ID); err != nil { // cached now
+		t.Fatal(err)
+	}
 	if err := db.DeleteProfile(ctx, p.ID); err != nil {
 		t.Fatalf("delete with no active keys: %v", err)
 	}
+	_, err := db.Profile(ctx, p.ID)
+	wantCode(t, err, baton.ECodeNotFound, "no profile "+p.ID)
 	wantCode(t, db.DeleteProfile(ctx, p.ID), baton.ECodeNotFound, "no profile "+p.ID)
 	wantCode(t, db.DeleteProfile(ctx, "pro_nope"), baton.ECodeNotFound, "no profile pro_nope")
 	list, _, err := db.ListProfiles(ctx, baton.Page{})

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-engine/baton"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -72,6 +73,10 @@ type DB struct {
 	once    sync.Once
 	err     error
 	stmts   sync.Map // query text → *sql.Stmt on read (stmt.go)
+
+	profiles   sync.Map     // profile id → cachedProfile
+	profileGen atomic.Int64 // bumped by every profile change
+
 }
 
 var _ baton.Store = (*DB)(nil)
