@@ -1,0 +1,423 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/proto"
+)
+
+// conn is one executor WebSocket connection. Fields after peer are
+// guarded by Hub.mu.
+type conn struct {
+	hub      *Hub
+	id       string
+	protocol string // the negotiated subprotocol
+	peer     *proto.Peer
+
+	grant        *baton.ExecutorGrant // the current token's; refresh replaces it
+	exec         *execRec             // nil until registered
+	closing      bool
+	closeCode    websocket.StatusCode // why it is closing, once closing
+	closeReason  string
+	running      int // running tools, per the last heartbeat
+	lease        Timer
+	leaseGen     int
+	leaseExpires time.Time
+	token        Timer
+	tokenGen     int
+}
+
+// method serves one executor → harness method on a connection.
+type method func(c *conn, ctx context.Context, f *proto.Frame) (any, error)
+
+// table is the executor → harness method table. Agent-brain methods
+// (interaction.*, model_token.refresh, tools_token.refresh,
+// session.event_delta) are not served yet and answer -32601.
+func (h *Hub) table() map[string]method {
+	return map[string]method{
+		proto.MethodRegister:           (*conn).register,
+		proto.MethodHeartbeat:          (*conn).heartbeat,
+		proto.MethodTokenRefresh:       (*conn).refresh,
+		proto.MethodCapabilitiesUpdate: (*conn).capabilities,
+		proto.MethodClose:              (*conn).closeByExecutor,
+		proto.MethodSessionReady:       (*conn).sessionReady,
+		proto.MethodSessionEvent:       (*conn).sessionEvent,
+		proto.MethodSessionStatus:      (*conn).sessionStatus,
+		proto.MethodSessionEnded:       (*conn).sessionEnded,
+		proto.MethodToolResult:         (*conn).toolResult,
+		proto.MethodToolProgress:       (*conn).toolProgress,
+	}
+}
+
+// handle is the connection's proto.Handler: until the connection is
+// registered only executor.register is allowed.
+func (c *conn) handle(ctx context.Context, f *proto.Frame) (any, error) {
+	h := c.hub
+	h.mu.Lock()
+	registered := c.exec != nil
+	h.mu.Unlock()
+	if !registered && f.Method != proto.MethodRegister {
+		return &proto.Reply{
+			Err:   proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: the first frame must be executor.register"),
+			After: func() { h.shut(c, proto.CloseProtocolError, "first frame must be executor.register") },
+		}, nil
+	}
+	m := h.methods[f.Method]
+	if m == nil {
+		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", f.Method)
+	}
+	return m(c, ctx, f)
+}
+
+func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
+	var p proto.RegisterParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	h := c.hub
+	if p.Protocol != c.protocol {
+		return &proto.Reply{
+			Err: proto.Errorf(proto.CodeProtocolMismatch, "protocol %q does not match the negotiated subprotocol %q", p.Protocol, c.protocol),
+			After: func() {
+				h.shut(c, proto.CloseProtocolMismatch, "protocol mismatch")
+			},
+		}, nil
+	}
+	id, e := executorID(&p)
+	if e != nil {
+		return nil, e
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.exec != nil || c.closing {
+		return nil, proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: the connection is already registered")
+	}
+	g := c.grant
+	if e := checkScope(g, &p); e != nil {
+		return nil, e
+	}
+	rec := h.execs[id]
+	if rec != nil && (rec.scope != g.Scope || rec.owner() != grantOwner(g)) {
+		return nil, proto.Errorf(proto.CodeForbidden, "executor id %s belongs to another environment or machine", id)
+	}
+	if rec == nil {
+		rec = &execRec{id: id, scope: g.Scope, envID: g.EnvironmentID, machineID: g.MachineID, bindings: map[string]*Binding{}}
+	}
+	if old := rec.conn; old != nil { // a new connection takes the executor over
+		h.shutLocked(old, proto.CloseNormal, "superseded by a new connection")
+	}
+	h.execs[id] = rec
+	rec.conn, rec.caps, rec.credID = c, p.Capabilities, g.CredentialID
+	rec.detachGen++
+	if rec.resume != nil {
+		rec.resume.Stop()
+		rec.resume = nil
+	}
+	c.exec = rec
+	resumed := h.resumeLocked(rec, c, p.Resume)
+	c.renewLeaseLocked()
+	res := proto.RegisterResult{
+		ExecutorID:          id,
+		ConnectionID:        c.id,
+		HeartbeatIntervalMS: h.interval.Milliseconds(),
+		LeaseExpiresAt:      c.leaseExpires,
+		TokenExpiresAt:      g.ExpiresAt,
+	}
+	for _, b := range resumed {
+		res.Sessions = append(res.Sessions, proto.SessionEpoch{SessionID: b.sessionID, Epoch: b.epoch})
+	}
+	h.log.Info("executor registered", slog.String("executor_id", id), slog.String("connection_id", c.id),
+		slog.String("scope", g.Scope), slog.String("owner", rec.owner()), slog.Int("resumed", len(resumed)))
+	return &proto.Reply{Result: res, After: func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, b := range resumed {
+			h.goWorkLocked(func() { b.reattach(c) })
+		}
+	}}, nil
+}
+
+// executorID picks the executor id of a register: executor_id, else the
+// resume's, else a new one.
+func executorID(p *proto.RegisterParams) (string, *proto.Error) {
+	id := p.ExecutorID
+	if r := p.Resume; r != nil {
+		switch {
+		case id == "":
+			id = r.ExecutorID
+		case r.ExecutorID != "" && r.ExecutorID != id:
+			return "", proto.Errorf(proto.CodeInvalidParams, "Invalid params: resume.executor_id differs from executor_id")
+		}
+	}
+	if id == "" {
+		return baton.NewID("exe_"), nil
+	}
+	if len(id) > 128 || strings.ContainsFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:", r))
+	}) {
+		return "", proto.Errorf(proto.CodeInvalidParams, "Invalid params: executor_id must be at most 128 letters, digits or _-.:")
+	}
+	return id, nil
+}
+
+// checkScope checks a register against what the token names.
+func checkScope(g *baton.ExecutorGrant, p *proto.RegisterParams) *proto.Error {
+	switch g.Scope {
+	case baton.ExecutorScopeEnvironment:
+		if p.EnvironmentID != g.EnvironmentID {
+			return proto.Errorf(proto.CodeForbidden, "the executor token is for environment %s, not %q", g.EnvironmentID, p.EnvironmentID)
+		}
+	case baton.ExecutorScopeMachine:
+		if p.EnvironmentID != "" {
+			return proto.Errorf(proto.CodeForbidden, "a machine-scoped executor registers with an empty environment_id")
+		}
+		if p.Capabilities.Process == nil && p.Capabilities.Agent == nil {
+			return proto.CapabilityMissing(CapabilityProcess, "a machine-scoped executor must declare capabilities.process or capabilities.agent")
+		}
+	default:
+		return proto.Errorf(proto.CodeForbidden, "the executor token has no usable scope")
+	}
+	return nil
+}
+
+func grantOwner(g *baton.ExecutorGrant) string {
+	if g.Scope == baton.ExecutorScopeMachine {
+		return g.MachineID
+	}
+	return g.EnvironmentID
+}
+
+func (c *conn) heartbeat(_ context.Context, f *proto.Frame) (any, error) {
+	var p proto.HeartbeatParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	h := c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.closing {
+		return nil, proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: the connection is closing")
+	}
+	c.renewLeaseLocked()
+	if p.Load != nil {
+		c.running = p.Load.RunningTools
+	}
+	return proto.HeartbeatResult{LeaseExpiresAt: c.leaseExpires, Drain: h.draining}, nil
+}
+
+func (c *conn) refresh(ctx context.Context, f *proto.Frame) (any, error) {
+	var p proto.TokenRefreshParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	if p.Token == "" {
+		return nil, proto.Errorf(proto.CodeInvalidParams, `Invalid params: missing "token"`)
+	}
+	h := c.hub
+	g, err := h.tokens.Verify(ctx, p.Token)
+	if err != nil {
+		if baton.ErrorCode(err) == baton.ECodeUnauthorized {
+			return nil, proto.Errorf(proto.CodeForbidden, "token rejected: %s", baton.ErrorMessage(err))
+		}
+		return nil, fmt.Errorf("verify executor token: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !c.grant.SameExecutor(g) {
+		return nil, proto.Errorf(proto.CodeForbidden, "token rejected: it names another executor scope or credential")
+	}
+	if !g.ExpiresAt.After(h.clock.Now()) {
+		return nil, proto.Errorf(proto.CodeForbidden, "token rejected: expired")
+	}
+	if c.closing {
+		return nil, proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: the connection is closing")
+	}
+	c.grant = g
+	c.armTokenLocked()
+	return proto.TokenRefreshResult{ExpiresAt: g.ExpiresAt}, nil
+}
+
+func (c *conn) capabilities(_ context.Context, f *proto.Frame) (any, error) {
+	var p proto.CapabilitiesUpdateParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	h := c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.exec != nil && c.exec.conn == c {
+		c.exec.caps = p.Capabilities
+	}
+	return nil, nil
+}
+
+func (c *conn) closeByExecutor(context.Context, *proto.Frame) (any, error) {
+	c.hub.shut(c, proto.CloseNormal, "closed by executor")
+	return nil, nil
+}
+
+// renewLeaseLocked starts a new lease of two heartbeat intervals.
+func (c *conn) renewLeaseLocked() {
+	h := c.hub
+	c.leaseGen++
+	gen := c.leaseGen
+	if c.lease != nil {
+		c.lease.Stop()
+	}
+	d := 2 * h.interval
+	c.leaseExpires = h.clock.Now().Add(d).UTC().Truncate(time.Millisecond)
+	c.lease = h.clock.AfterFunc(d, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if c.leaseGen == gen {
+			h.log.Info("executor lease expired", slog.String("connection_id", c.id))
+			h.shutLocked(c, proto.CloseLeaseExpired, "lease expired")
+		}
+	})
+}
+
+// armTokenLocked sets the 4001 deadline to the current token's expiry.
+func (c *conn) armTokenLocked() {
+	h := c.hub
+	c.tokenGen++
+	gen := c.tokenGen
+	if c.token != nil {
+		c.token.Stop()
+	}
+	c.token = h.clock.AfterFunc(c.grant.ExpiresAt.Sub(h.clock.Now()), func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if c.tokenGen == gen {
+			h.shutLocked(c, proto.CloseTokenExpired, "token expired")
+		}
+	})
+}
+
+// startTimersLocked arms a new connection: it must register within one
+// lease, and it ends with its token.
+func (c *conn) startTimersLocked() {
+	c.renewLeaseLocked()
+	c.armTokenLocked()
+}
+
+func (c *conn) stopTimersLocked() {
+	c.leaseGen++
+	c.tokenGen++
+	if c.lease != nil {
+		c.lease.Stop()
+	}
+	if c.token != nil {
+		c.token.Stop()
+	}
+}
+
+// shut closes c with code; see shutLocked.
+func (h *Hub) shut(c *conn, code websocket.StatusCode, reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.shutLocked(c, code, reason)
+}
+
+// shutLocked starts closing c with code: its timers stop, its executor's
+// sessions are detached at once, and the close handshake runs in the
+// background. Only the first call counts.
+func (h *Hub) shutLocked(c *conn, code websocket.StatusCode, reason string) {
+	if c.closing {
+		return
+	}
+	c.closing, c.closeCode, c.closeReason = true, code, reason
+	c.stopTimersLocked()
+	h.detachLocked(c)
+	if c.peer != nil { // else ServeHTTP closes it once upgraded
+		c.peer.Close(code, reason)
+	}
+}
+
+// ended is the peer's OnClose: the connection is gone.
+func (c *conn) ended(err error) {
+	h := c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.conns, c)
+	c.closing = true
+	c.stopTimersLocked()
+	h.detachLocked(c)
+	h.log.Debug("executor connection ended", slog.String("connection_id", c.id), slog.Any("reason", err))
+}
+
+// detachLocked unbinds c from its executor. Sessions waiting for
+// session.ready fail; the others are detached and wait the resume window.
+func (h *Hub) detachLocked(c *conn) {
+	rec := c.exec
+	c.exec = nil
+	if rec == nil || rec.conn != c {
+		return
+	}
+	rec.conn = nil
+	for _, b := range rec.bindings {
+		if b.conn == c {
+			b.conn = nil
+		}
+		if !b.ready {
+			h.endLocked(b, fmt.Errorf("%w: the executor connection closed before session.ready", proto.ErrClosed))
+		}
+	}
+	if len(rec.bindings) == 0 {
+		if h.execs[rec.id] == rec {
+			delete(h.execs, rec.id)
+		}
+		return
+	}
+	if h.closed {
+		return // Close ends the bindings
+	}
+	rec.detachGen++
+	gen := rec.detachGen
+	rec.resume = h.clock.AfterFunc(h.window, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if rec.detachGen != gen || rec.conn != nil {
+			return
+		}
+		err := fmt.Errorf("%w (executor %s, %s)", ErrResumeWindow, rec.id, h.window)
+		for _, b := range rec.bindings {
+			h.endLocked(b, err)
+		}
+	})
+}
+
+// resumeLocked rebinds, with new epochs, the executor's sessions that the
+// register's resume lists (at an epoch of their binding); the executor's
+// other sessions are lost and end.
+func (h *Hub) resumeLocked(rec *execRec, c *conn, r *proto.Resume) []*Binding {
+	held := map[string]int64{}
+	if r != nil {
+		for _, s := range r.ActiveSessions {
+			held[s.SessionID] = s.Epoch
+		}
+	}
+	var out []*Binding
+	for sid, b := range rec.bindings {
+		if !b.ready {
+			continue // being assigned on this very connection
+		}
+		ep, ok := held[sid]
+		if !ok || ep < b.first || ep > b.epoch {
+			h.endLocked(b, fmt.Errorf("%w (executor %s)", ErrSessionLost, rec.id))
+			continue
+		}
+		h.epoch++
+		b.epoch, b.conn = h.epoch, c
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b *Binding) int { return strings.Compare(a.sessionID, b.sessionID) })
+	return out
+}

@@ -1,0 +1,384 @@
+package proto
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// ErrClosed is returned by Call and Notify once the connection is closed
+// or closing; the error also wraps the reason.
+var ErrClosed = errors.New("executor connection closed")
+
+// errKilled is the reason of a connection ended by Kill.
+var errKilled = errors.New("connection killed")
+
+// Handler serves incoming requests and notifications. It runs on the
+// peer's reader goroutine, one frame at a time and in order, so it must
+// not wait on this peer (no Call from inside it): start a goroutine for
+// that. A request's answer is the returned result, or the error mapped by
+// FromError; a notification's return values are only logged. A *Reply
+// result also runs code once the answer is written.
+type Handler func(ctx context.Context, f *Frame) (any, error)
+
+// Reply is a handler result that runs After on the reader goroutine once
+// the answer (Result, or Err when set) has been written. After must not
+// block; it may Close the peer.
+type Reply struct {
+	Result any
+	Err    error
+	After  func()
+}
+
+// PeerOptions configures a Peer.
+type PeerOptions struct {
+	Handler      Handler       // nil answers every request -32601
+	Logger       *slog.Logger  // nil discards
+	WriteTimeout time.Duration // per message; default 10s
+	ReadLimit    int64         // bytes per incoming message; default MaxMessage
+	// NetConn is the network connection under the WebSocket (see Accept).
+	// Kill closes it, which cuts a close handshake short; without it Kill
+	// may wait for a started handshake to time out (about 10s).
+	NetConn net.Conn
+	// OnClose is called once, on the reader goroutine, when the connection
+	// has ended and before Done is closed, with the reason (see Err).
+	OnClose func(err error)
+}
+
+// Peer is one bidirectional JSON-RPC 2.0 connection over a WebSocket: a
+// reader goroutine dispatching incoming frames, outgoing requests matched
+// to their responses by id. Writes are whole messages, serialised by the
+// websocket connection. All methods are safe for concurrent use.
+type Peer struct {
+	conn         *websocket.Conn
+	netConn      net.Conn
+	handler      Handler
+	log          *slog.Logger
+	writeTimeout time.Duration
+	readLimit    int64
+	onClose      func(error)
+
+	// ctx bounds every read and write; canceling it (Kill, or the end of
+	// the reader) tears the socket down.
+	ctx    context.Context
+	cancel context.CancelFunc
+	nextID atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[string]chan *Frame
+	err     error // why the connection ended; set once
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed when closing starts
+	closer    chan struct{} // closed when the close handshake is over
+	done      chan struct{} // closed when everything is over
+}
+
+// NewPeer returns a peer for conn, which it owns from now on: its read
+// limit becomes opts.ReadLimit (MaxMessage by default). Start begins
+// serving; Close or Kill (or the remote end) ends it.
+func NewPeer(conn *websocket.Conn, opts PeerOptions) *Peer {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Peer{
+		conn:         conn,
+		netConn:      opts.NetConn,
+		handler:      opts.Handler,
+		log:          opts.Logger,
+		writeTimeout: opts.WriteTimeout,
+		readLimit:    opts.ReadLimit,
+		onClose:      opts.OnClose,
+		ctx:          ctx,
+		cancel:       cancel,
+		pending:      make(map[string]chan *Frame),
+		closing:      make(chan struct{}),
+		closer:       make(chan struct{}),
+		done:         make(chan struct{}),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if p.writeTimeout <= 0 {
+		p.writeTimeout = 10 * time.Second
+	}
+	if p.readLimit <= 0 {
+		p.readLimit = MaxMessage
+	}
+	conn.SetReadLimit(p.readLimit)
+	return p
+}
+
+// Start starts the reader goroutine. Call it once, after whatever the
+// handler needs is in place.
+func (p *Peer) Start() { go p.read() }
+
+// Subprotocol returns the negotiated subprotocol.
+func (p *Peer) Subprotocol() string { return p.conn.Subprotocol() }
+
+// Done is closed when the connection has ended and OnClose has returned.
+func (p *Peer) Done() <-chan struct{} { return p.done }
+
+// Err returns why the connection ended (nil while it is open): a
+// websocket.CloseError with the code sent by Close, or the read error
+// (websocket.CloseStatus tells the remote end's close code).
+func (p *Peer) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Call sends a request and waits for its response, decoding the result
+// into result (unless nil). An error response is returned as *Error. The
+// call ends early when ctx is done or the connection closes (ErrClosed).
+func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id := p.nextID.Add(1)
+	b, err := EncodeRequest(id, method, params)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", method, err)
+	}
+	key := strconv.FormatUint(id, 10)
+	ch := make(chan *Frame, 1)
+	p.mu.Lock()
+	if p.err != nil {
+		p.mu.Unlock()
+		return p.closedErr()
+	}
+	p.pending[key] = ch
+	p.mu.Unlock()
+	if err := p.write(b); err != nil {
+		p.forget(key)
+		return err
+	}
+	select {
+	case f := <-ch:
+		if f.Error != nil {
+			return f.Error
+		}
+		if result != nil {
+			if err := json.Unmarshal(f.Result, result); err != nil {
+				return fmt.Errorf("decode %s result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		p.forget(key)
+		return ctx.Err()
+	case <-p.closing:
+		return p.closedErr()
+	}
+}
+
+// Notify sends a notification.
+func (p *Peer) Notify(method string, params any) error {
+	b, err := EncodeNotification(method, params)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", method, err)
+	}
+	return p.write(b)
+}
+
+// Close starts the close handshake with code and reason and returns at
+// once; pending calls fail with ErrClosed and incoming frames are no
+// longer dispatched. Done tells when it is over. Only the first Close (or
+// Kill) counts.
+func (p *Peer) Close(code websocket.StatusCode, reason string) {
+	p.closeOnce.Do(func() {
+		p.fail(websocket.CloseError{Code: code, Reason: reason})
+		go func() {
+			defer close(p.closer)
+			_ = p.conn.Close(code, reason)
+		}()
+	})
+}
+
+// Kill tears the connection down without waiting for the remote end, also
+// cutting short a close handshake in progress.
+func (p *Peer) Kill() {
+	p.cancel()
+	if p.netConn != nil {
+		_ = p.netConn.Close()
+	}
+	p.shut(errKilled)
+}
+
+// Accept is websocket.Accept that also returns the hijacked network
+// connection, for PeerOptions.NetConn.
+func Accept(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions) (*websocket.Conn, net.Conn, error) {
+	rec := &hijackRecorder{ResponseWriter: w}
+	c, err := websocket.Accept(rec, r, opts)
+	return c, rec.conn, err
+}
+
+// hijackRecorder keeps the connection websocket.Accept hijacks.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = c
+	return c, brw, err
+}
+
+func (h *hijackRecorder) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// shut ends the connection at once unless Close already started.
+func (p *Peer) shut(err error) {
+	p.closeOnce.Do(func() {
+		p.fail(err)
+		_ = p.conn.CloseNow()
+		close(p.closer)
+	})
+}
+
+// fail records the reason and releases every pending call.
+func (p *Peer) fail(err error) {
+	p.mu.Lock()
+	p.err = err
+	p.pending = nil
+	p.mu.Unlock()
+	close(p.closing)
+}
+
+func (p *Peer) closedErr() error {
+	return fmt.Errorf("%w: %w", ErrClosed, p.Err())
+}
+
+func (p *Peer) forget(key string) {
+	p.mu.Lock()
+	delete(p.pending, key)
+	p.mu.Unlock()
+}
+
+// write sends one message. It never uses a caller's context: the library
+// closes the connection when a write's context ends.
+func (p *Peer) write(b []byte) error {
+	ctx, cancel := context.WithTimeout(p.ctx, p.writeTimeout)
+	defer cancel()
+	if err := p.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		if p.Err() != nil {
+			return p.closedErr()
+		}
+		return fmt.Errorf("%w: write: %w", ErrClosed, err)
+	}
+	return nil
+}
+
+func (p *Peer) read() {
+	var readErr error
+	defer func() {
+		p.shut(readErr)
+		<-p.closer
+		p.cancel()
+		if p.onClose != nil {
+			p.onClose(p.Err())
+		}
+		close(p.done)
+	}()
+	for {
+		typ, b, err := p.conn.Read(p.ctx)
+		if err != nil {
+			readErr = err
+			return
+		}
+		select {
+		case <-p.closing:
+			continue // closing: the handshake drains what is left
+		default:
+		}
+		if typ != websocket.MessageText {
+			p.send(EncodeError(nil, Errorf(CodeInvalidRequest, "Invalid Request: binary message")))
+			continue
+		}
+		p.dispatch(b)
+	}
+}
+
+// dispatch handles one incoming message.
+func (p *Peer) dispatch(b []byte) {
+	f, perr := Decode(b)
+	if perr != nil {
+		if f != nil && !f.call {
+			p.log.Debug("executor: dropping malformed response", slog.Any("error", perr))
+			return // never answer a response: its id is the other side's
+		}
+		var id json.RawMessage
+		if f != nil {
+			id = f.ID
+		}
+		p.send(EncodeError(id, perr))
+		return
+	}
+	switch f.Kind() {
+	case KindResponse:
+		p.mu.Lock()
+		ch, ok := p.pending[string(f.ID)]
+		delete(p.pending, string(f.ID))
+		p.mu.Unlock()
+		if ok {
+			ch <- f
+		} else {
+			p.log.Debug("executor: response to no pending request", slog.String("id", string(f.ID)))
+		}
+	case KindNotification:
+		_, after, err := p.serve(f)
+		if err != nil {
+			p.log.Debug("executor: notification failed", slog.String("method", f.Method), slog.Any("error", err))
+		}
+		if after != nil {
+			after()
+		}
+	case KindRequest:
+		res, after, err := p.serve(f)
+		if err != nil {
+			e := FromError(err)
+			if e.Code == CodeInternal && !errors.As(err, new(*Error)) {
+				p.log.Error("executor: request failed", slog.String("method", f.Method), slog.Any("error", err))
+			}
+			p.send(EncodeError(f.ID, e))
+		} else if out, err := EncodeResult(f.ID, res); err != nil {
+			p.log.Error("executor: encode result", slog.String("method", f.Method), slog.Any("error", err))
+			p.send(EncodeError(f.ID, Errorf(CodeInternal, "Internal error")))
+		} else {
+			p.send(out)
+		}
+		if after != nil {
+			after()
+		}
+	}
+}
+
+// serve runs the handler and unpacks a *Reply.
+func (p *Peer) serve(f *Frame) (any, func(), error) {
+	if p.handler == nil {
+		return nil, nil, Errorf(CodeMethodNotFound, "Method not found: %s", f.Method)
+	}
+	res, err := p.handler(p.ctx, f)
+	if r, ok := res.(*Reply); ok && err == nil {
+		return r.Result, r.After, r.Err
+	}
+	return res, nil, err
+}
+
+// send writes an answer; a failure means the connection is going away,
+// which the reader will notice.
+func (p *Peer) send(b []byte) {
+	if err := p.write(b); err != nil {
+		p.log.Debug("executor: write failed", slog.Any("error", err))
+	}
+}
