@@ -74,7 +74,9 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 		CallID: baton.NewID("call_"), Tool: target.tool, Input: u.Input,
 		ToolUseID: u.ID, Deadline: baton.FormatTime(deadline),
 	}
-	if err := tc.emit(baton.NewEvent(id, actor, baton.EventClientToolCall, map[string]any{
+	// The call goes out while its event commits (the next emit awaits it):
+	// the client does not wait for the fsync.
+	if err := tc.emitBehind(baton.NewEvent(id, actor, baton.EventClientToolCall, map[string]any{
 		"client_id": target.clientID, "call_id": call.CallID, "tool": call.Tool, "tool_use_id": u.ID,
 		"input": u.Input, "deadline": call.Deadline,
 	})); err != nil {

@@ -90,7 +90,7 @@ func (tc *turnCtx) dispatchMCP(u toolUse, ts *toolset) (json.RawMessage, error) 
 		)
 		return toolResult(u.ID, content, true), err
 	}
-	if err := tc.emit(baton.NewEvent(id, actor, baton.EventMCPRequest, map[string]any{
+	if err := tc.emitBehind(baton.NewEvent(id, actor, baton.EventMCPRequest, map[string]any{
 		"method": "tools/call", "server_name": server, "tool": u.Name, "input": u.Input,
 	})); err != nil {
 		return nil, err
