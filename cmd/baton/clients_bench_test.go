@@ -14,9 +14,9 @@ import (
 
 // BenchmarkRegisteredCallOverhead measures the server's overhead on one
 // registered-client tool call, with a streaming mock model on loopback:
-// from the model's tool_use request arriving at the mock to the call
-// reaching the client's handler, plus from the handler returning to the
-// next model request arriving. Both legs include every commit the server
+// from the mock having written its tool_use reply to the call reaching the
+// client's handler, plus from the handler returning to the next model
+// request arriving. Both legs include every commit the server
 // makes for the call (synchronous=FULL) and the SDK's own HTTP work on the
 // same machine, so they are an upper bound of the server's share.
 func BenchmarkRegisteredCallOverhead(b *testing.B) {
@@ -77,9 +77,9 @@ func BenchmarkRegisteredCallOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		reqs := m.requests()
-		asked, next := reqs[len(reqs)-2].At, reqs[len(reqs)-1].At
+		answered, next := m.replied(len(reqs)-2), reqs[len(reqs)-1].At
 		mu.Lock()
-		overheads = append(overheads, start.Sub(asked)+next.Sub(end))
+		overheads = append(overheads, start.Sub(answered)+next.Sub(end))
 		mu.Unlock()
 	}
 	b.StopTimer()

@@ -36,7 +36,10 @@ type mockProvider struct {
 
 // mockRequest is one recorded provider call.
 type mockRequest struct {
-	At       time.Time
+	At time.Time
+	// Replied is when the whole reply was written (read it under the
+	// mock's lock, through mockProvider.replied).
+	Replied  time.Time
 	Header   http.Header
 	Body     []byte
 	Model    string
@@ -235,6 +238,16 @@ func (m *mockProvider) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.stream(w, n, reply)
+	m.mu.Lock()
+	req.Replied = time.Now()
+	m.mu.Unlock()
+}
+
+// replied returns when the reply to request i was written in full.
+func (m *mockProvider) replied(i int) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reqs[i].Replied
 }
 
 // stream writes reply as a Messages API event stream, flushing each event.
