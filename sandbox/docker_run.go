@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -124,21 +127,21 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 
 // Exec runs `sh -c command` in the container and collects its output,
 // each stream capped at opt.Limit or OutputCap (the excess is dropped and
-// the result marked truncated). A non-zero exit is a result; ctx
-// cancellation aborts.
+// the result marked truncated). opt.Stdin, when set, is written to the
+// command's standard input over a hijacked connection, which is then
+// half-closed. A non-zero exit is a result; ctx cancellation aborts.
 func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
-	if opt.Stdin != nil {
-		return baton.ExecResult{}, errors.New("sandbox runtime error: docker exec with stdin is not supported yet")
-	}
 	fail := func(detail string) (baton.ExecResult, error) {
 		if ctx.Err() != nil {
 			return baton.ExecResult{}, ctx.Err()
 		}
 		return baton.ExecResult{}, fmt.Errorf("sandbox runtime error: docker exec %q failed: %s", id, detail)
 	}
-	status, b, err := d.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/exec", map[string]any{
-		"Cmd": []string{"sh", "-c", command}, "AttachStdout": true, "AttachStderr": true,
-	})
+	create := map[string]any{"Cmd": []string{"sh", "-c", command}, "AttachStdout": true, "AttachStderr": true}
+	if opt.Stdin != nil {
+		create["AttachStdin"] = true
+	}
+	status, b, err := d.do(ctx, http.MethodPost, "/containers/"+url.PathEscape(id)+"/exec", create)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -149,25 +152,13 @@ func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOpt
 		return fail(engineMessage(b))
 	}
 	execPath := "/exec/" + url.PathEscape(created.ID)
-	resp, err := d.stream(ctx, http.MethodPost, execPath+"/start", map[string]any{"Detach": false, "Tty": false})
-	if err != nil {
-		return fail(err.Error())
+	start := map[string]any{"Detach": false, "Tty": false}
+	stdout, stderr := &capBuffer{max: outputLimit(opt.Limit, d.OutputCap)}, &capBuffer{max: outputLimit(opt.Limit, d.OutputCap)}
+	if opt.Stdin != nil {
+		err = d.attach(ctx, execPath+"/start", start, opt.Stdin, stdout, stderr)
+	} else {
+		err = d.output(ctx, execPath+"/start", start, stdout, stderr)
 	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		return fail(engineMessage(b))
-	}
-	limit := opt.Limit
-	if limit <= 0 {
-		limit = d.OutputCap
-	}
-	if limit <= 0 {
-		limit = DefaultOutputCap
-	}
-	stdout, stderr := &capBuffer{max: limit}, &capBuffer{max: limit}
-	err = Demux(resp.Body, stdout, stderr)
-	resp.Body.Close()
 	if ctx.Err() != nil {
 		return baton.ExecResult{}, ctx.Err()
 	}
@@ -178,8 +169,86 @@ func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOpt
 	if err != nil {
 		return fail(err.Error())
 	}
-	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code,
-		Truncated: stdout.dropped > 0 || stderr.dropped > 0}, nil
+	return execResult(stdout, stderr, code), nil
+}
+
+// output starts an exec without input and demultiplexes its output
+// stream.
+func (d *Docker) output(ctx context.Context, path string, body any, stdout, stderr io.Writer) error {
+	resp, err := d.stream(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return errors.New(engineMessage(b))
+	}
+	return Demux(resp.Body, stdout, stderr)
+}
+
+// attach starts an exec the Engine API's interactive way: the request
+// asks to upgrade the connection (101 Switching Protocols), after which
+// the connection carries stdin up — written here, then half-closed so the
+// command sees its end — and the multiplexed output down.
+func (d *Docker) attach(ctx context.Context, path string, body any, stdin []byte, stdout, stderr io.Writer) error {
+	prefix, err := d.apiPrefix(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", d.socket)
+	if err != nil {
+		return fmt.Errorf("docker engine not reachable at %s: %v", d.socket, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	req, err := http.NewRequest(http.MethodPost, "http://docker"+prefix+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "tcp")
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("docker engine: %w", err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return fmt.Errorf("docker engine: %w", err)
+	}
+	var out io.Reader = br // a 101 response has no body: the stream follows it
+	switch resp.StatusCode {
+	case http.StatusSwitchingProtocols:
+	case http.StatusOK: // an engine that streams without upgrading
+		out = resp.Body
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return errors.New(engineMessage(msg))
+	}
+	// Input goes up while output comes down, so a command that writes
+	// before it has read everything cannot deadlock the two.
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		if _, err := conn.Write(stdin); err == nil {
+			if hc, ok := conn.(interface{ CloseWrite() error }); ok {
+				hc.CloseWrite()
+			}
+		}
+		// A command that exits without reading all its input ends the
+		// stream; the write error that follows is not the exec's.
+	}()
+	err = Demux(out, stdout, stderr)
+	conn.Close() // ends a write the command never read
+	<-wrote
+	return err
 }
 
 // exitCode inspects a finished exec. The engine may report it running for
@@ -252,6 +321,24 @@ func Demux(r io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("read stream: %w", err)
 		}
 	}
+}
+
+// outputLimit is the cap of each output stream of an exec: its own limit,
+// else the driver's cap, else DefaultOutputCap.
+func outputLimit(limit, driverCap int) int {
+	if limit > 0 {
+		return limit
+	}
+	if driverCap > 0 {
+		return driverCap
+	}
+	return DefaultOutputCap
+}
+
+// execResult is the result of an exec with the given output and exit code.
+func execResult(stdout, stderr *capBuffer, code int) baton.ExecResult {
+	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code,
+		Truncated: stdout.dropped > 0 || stderr.dropped > 0}
 }
 
 // capBuffer keeps the first max bytes written and counts the rest.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/baton-engine/baton/mcp/mcptest"
+	"github.com/baton-engine/baton/sandbox"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,8 @@ import (
 // TestMain lets the test binary act as the baton binary when re-executed
 // by a crash test, so those tests kill a real process without a build step.
 func TestMain(m *testing.M) {
+	// The process driver's sandbox jails run here.
+	sandbox.Reexec()
 	if os.Getenv(mcptest.EnvServe) == "1" { // the MCP tests' stdio server
 		mcptest.ServeStdio()
 		return

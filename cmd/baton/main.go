@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/baton-engine/baton/sandbox"
 )
 
 // Exit codes, as BAE's baesrv uses them.
@@ -50,6 +52,7 @@ type cli struct {
 }
 
 func main() {
+	sandbox.Reexec() // a process-driver sandbox jail runs here, never returning
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	c := &cli{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
 	code := c.run(ctx, os.Args[1:])

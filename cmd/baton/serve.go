@@ -92,12 +92,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return runtimeErr(fmt.Errorf("admin key bootstrap: %w", err))
 	}
 
-	images, docker := imageDriver(cfg)
-	if docker != nil {
+	images, runner := imageDriver(cfg, log)
+	if runner != nil {
 		// Crash recovery: no sandbox of an earlier run is left behind. An
 		// unreachable engine only fails the sandboxes that need it.
-		cleanupSandboxes(ctx, docker, log, "start")
-		defer cleanupSandboxes(context.WithoutCancel(ctx), docker, log, "shutdown")
+		cleanupSandboxes(ctx, runner, log, "start")
+		defer cleanupSandboxes(context.WithoutCancel(ctx), runner, log, "shutdown")
 	}
 	prov := sandbox.NewProvisioner(images, log)
 	defer prov.Close()
@@ -150,8 +150,8 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if cfg.MaxSubagents == 0 {
 		opts.MaxSubagents = -1 // BAE_MAX_SUBAGENTS_PER_SESSION=0 allows none; the engine reads 0 as "default"
 	}
-	if docker != nil {
-		opts.Sandboxes = docker
+	if runner != nil {
+		opts.Sandboxes = runner
 	}
 	eng := engine.New(opts)
 	defer eng.Close()
@@ -261,14 +261,24 @@ func newLogger(w io.Writer, cfg *serveConfig) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// imageDriver picks what makes sandbox images ready: the Docker engine
-// (which also runs the sandboxes, returned as docker), or rootfs
-// directories for the process driver. Docker containers are labelled with
-// this server's instance (a digest of its store location) so that
-// cleanup on a shared engine touches only this server's sandboxes.
-func imageDriver(cfg *serveConfig) (sandbox.ImageEnsurer, *sandbox.Docker) {
+// sandboxRunner runs remote sandboxes and removes what they leave behind.
+type sandboxRunner interface {
+	baton.SandboxDriver
+	sandbox.Cleaner
+}
+
+// imageDriver picks the sandbox driver, which makes images ready and runs
+// the sandboxes: the Docker engine, or Linux namespace jails over rootfs
+// directories (state in "sandboxes" next to the SQLite file). Docker
+// containers are labelled with this server's instance (a digest of its
+// store location), and the process driver names its cgroups after its
+// state directory, so that cleanup touches only this server's sandboxes.
+func imageDriver(cfg *serveConfig, log *slog.Logger) (sandbox.ImageEnsurer, sandboxRunner) {
 	if cfg.SandboxDriver == "process" {
-		return sandbox.RootfsDir(cfg.rootfsDir()), nil
+		p := sandbox.NewProcess(sandbox.ProcessOptions{
+			RootfsDir: cfg.rootfsDir(), StateDir: filepath.Join(filepath.Dir(cfg.DBPath), "sandboxes"), Logger: log,
+		})
+		return p, p
 	}
 	d := sandbox.NewDocker(cfg.DockerSocket)
 	sum := sha256.Sum256([]byte(cfg.storeURL()))
@@ -276,9 +286,9 @@ func imageDriver(cfg *serveConfig) (sandbox.ImageEnsurer, *sandbox.Docker) {
 	return d, d
 }
 
-// cleanupSandboxes removes this server's sandbox containers, logging the
-// outcome; it never fails the caller.
-func cleanupSandboxes(ctx context.Context, d *sandbox.Docker, log *slog.Logger, when string) {
+// cleanupSandboxes removes this server's sandboxes, logging the outcome;
+// it never fails the caller.
+func cleanupSandboxes(ctx context.Context, d sandbox.Cleaner, log *slog.Logger, when string) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	n, err := d.Cleanup(ctx)

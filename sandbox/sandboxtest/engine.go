@@ -1,7 +1,9 @@
 // Package sandboxtest provides a fake Docker Engine API server on a unix
 // socket for tests of the docker sandbox driver and of the server that
-// uses it. It serves the slice of the API the driver uses, with versioned
-// paths, label filters and real multiplexed exec streams.
+// uses it — the slice of the API the driver uses, with versioned paths,
+// label filters, real multiplexed exec streams and interactive (upgraded)
+// exec starts — and builds busybox root filesystems for tests of the
+// process driver.
 package sandboxtest
 
 import (
@@ -48,10 +50,12 @@ type Container struct {
 }
 
 // Request is one request the engine served: Version is the "/v1.xx"
-// prefix ("" for none), Path the rest, Body the raw request body.
+// prefix ("" for none), Path the rest, Body the raw request body, Upgrade
+// the protocol the client asked to switch to ("tcp" to attach stdin).
 type Request struct {
 	Method, Version, Path, Query string
 	Body                         string
+	Upgrade                      string
 }
 
 // Engine is the fake Docker engine. Set the exported fields before Start.
@@ -63,8 +67,13 @@ type Engine struct {
 	// Deny is an image reference ("name:tag") whose pull fails.
 	Deny string
 	// Exec scripts an exec of cmd; nil runs the default, which answers
-	// `echo X` with "X\n" on stdout and anything else with exit 127.
+	// `echo X` with "X\n" on stdout, `cat` with its input, and anything
+	// else with exit 127.
 	Exec func(cmd []string) Script
+	// ExecStdin, when set, scripts an exec created with AttachStdin and
+	// started on an upgraded connection, given everything the client wrote
+	// up to its half-close; Exec scripts it otherwise.
+	ExecStdin func(cmd []string, stdin []byte) Script
 
 	mu         sync.Mutex
 	images     map[string]bool
@@ -73,12 +82,16 @@ type Engine struct {
 	execs      map[string]execState
 	requests   []Request
 	seq        int
+
+	stop     chan struct{} // closed when the engine stops
+	hijacked sync.WaitGroup
 }
 
 type execState struct {
-	container string
-	cmd       []string
-	exit      *int
+	container   string
+	cmd         []string
+	attachStdin bool
+	exit        *int
 }
 
 var versioned = regexp.MustCompile(`^/v[0-9]+\.[0-9]+`)
@@ -93,6 +106,7 @@ func (e *Engine) Start(t testing.TB) string {
 	}
 	e.containers = map[string]*Container{}
 	e.execs = map[string]execState{}
+	e.stop = make(chan struct{})
 	dir, err := os.MkdirTemp("", "dk") // short: unix socket paths are limited
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +125,8 @@ func (e *Engine) Start(t testing.TB) string {
 	t.Cleanup(func() {
 		srv.Close()
 		<-done
+		close(e.stop) // ends blocked upgraded execs, which Close does not track
+		e.hijacked.Wait()
 		os.RemoveAll(dir)
 	})
 	return sock
@@ -166,7 +182,7 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ver := versioned.FindString(r.URL.Path)
 	path := strings.TrimPrefix(r.URL.Path, ver)
 	e.mu.Lock()
-	e.requests = append(e.requests, Request{Method: r.Method, Version: ver, Path: path, Query: r.URL.RawQuery, Body: string(body)})
+	e.requests = append(e.requests, Request{Method: r.Method, Version: ver, Path: path, Query: r.URL.RawQuery, Body: string(body), Upgrade: r.Header.Get("Upgrade")})
 	if strings.HasPrefix(path, "/exec/") && strings.HasSuffix(path, "/start") && r.Method == http.MethodPost {
 		e.mu.Unlock()
 		e.execStart(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "/exec/"), "/start"))
@@ -257,11 +273,14 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				fail(w, 409, "Container %s is not running", c.ID)
 				return
 			}
-			var req struct{ Cmd []string }
+			var req struct {
+				Cmd         []string
+				AttachStdin bool
+			}
 			json.Unmarshal(body, &req)
 			e.seq++
 			id := fmt.Sprintf("e%063d", e.seq)
-			e.execs[id] = execState{container: c.ID, cmd: req.Cmd}
+			e.execs[id] = execState{container: c.ID, cmd: req.Cmd, attachStdin: req.AttachStdin}
 			reply(w, 201, map[string]string{"Id": id})
 		default:
 			http.NotFound(w, r)
@@ -285,20 +304,54 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// execStart writes the exec's output as a multiplexed raw stream.
+// execStart runs an exec: a plain start answers 200 with the multiplexed
+// output; a start that asks to upgrade the connection (Connection:
+// Upgrade, Upgrade: tcp) is answered 101 on the hijacked connection, which
+// then carries stdin up — read to the client's half-close when the exec
+// attached it — and the output down.
 func (e *Engine) execStart(w http.ResponseWriter, r *http.Request, id string) {
 	e.mu.Lock()
 	x, ok := e.execs[id]
-	script := e.Exec
+	script, scriptIn := e.Exec, e.ExecStdin
 	e.mu.Unlock()
 	if !ok {
 		fail(w, 404, "No such exec instance: %s", id)
 		return
 	}
-	if script == nil {
-		script = defaultScript
+	out := io.Writer(w)
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok {
+		flush = f.Flush
 	}
-	s := script(x.cmd)
+	done := r.Context().Done()
+	var stdin []byte
+	if strings.EqualFold(r.Header.Get("Upgrade"), "tcp") && strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") {
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		e.hijacked.Add(1)
+		defer e.hijacked.Done()
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+		rw.Flush()
+		if x.attachStdin {
+			stdin, _ = io.ReadAll(rw) // until the client half-closes
+		}
+		out, flush, done = rw, func() { rw.Flush() }, e.stop
+	} else {
+		w.Header().Set("Content-Type", "application/vnd.docker.multiplexed-stream")
+		w.WriteHeader(200)
+	}
+	var s Script
+	switch {
+	case x.attachStdin && scriptIn != nil:
+		s = scriptIn(x.cmd, stdin)
+	case script != nil:
+		s = script(x.cmd)
+	default:
+		s = defaultScript(x.cmd, stdin)
+	}
 	var stream []byte
 	for _, f := range s.Frames {
 		var hdr [8]byte
@@ -306,23 +359,18 @@ func (e *Engine) execStart(w http.ResponseWriter, r *http.Request, id string) {
 		binary.BigEndian.PutUint32(hdr[4:], uint32(len(f.Data)))
 		stream = append(append(stream, hdr[:]...), f.Data...)
 	}
-	w.Header().Set("Content-Type", "application/vnd.docker.multiplexed-stream")
-	w.WriteHeader(200)
-	flusher, _ := w.(http.Flusher)
 	chunk := s.Chunk
 	if chunk <= 0 {
 		chunk = len(stream) + 1
 	}
 	for len(stream) > 0 {
 		n := min(chunk, len(stream))
-		w.Write(stream[:n])
+		out.Write(stream[:n])
 		stream = stream[n:]
-		if flusher != nil {
-			flusher.Flush()
-		}
+		flush()
 	}
 	if s.Block {
-		<-r.Context().Done()
+		<-done
 		return
 	}
 	e.mu.Lock()
@@ -332,9 +380,12 @@ func (e *Engine) execStart(w http.ResponseWriter, r *http.Request, id string) {
 	e.mu.Unlock()
 }
 
-func defaultScript(cmd []string) Script {
-	if len(cmd) == 3 && strings.HasPrefix(cmd[2], "echo ") {
+func defaultScript(cmd []string, stdin []byte) Script {
+	switch {
+	case len(cmd) == 3 && strings.HasPrefix(cmd[2], "echo "):
 		return Script{Frames: []Frame{{1, strings.TrimPrefix(cmd[2], "echo ") + "\n"}}}
+	case len(cmd) == 3 && cmd[2] == "cat":
+		return Script{Frames: []Frame{{1, string(stdin)}}}
 	}
 	return Script{Frames: []Frame{{2, "sh: not found\n"}}, ExitCode: 127}
 }
