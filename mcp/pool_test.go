@@ -177,8 +177,6 @@ type httpServer struct {
 	auth      []string
 }
 
-func startHTTP(t testing.TB) *httpServer { return startRemote(t, baton.MCPHTTP) }
-
 func startRemote(t testing.TB, transport string) *httpServer {
 	h := &httpServer{started: make(chan struct{}, 4), cancelled: make(chan struct{}, 4)}
 	srv := mcptest.NewServer(mcptest.Hooks{

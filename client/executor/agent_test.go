@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,9 +18,6 @@ type scriptAgent struct {
 	runs   atomic.Int32
 	opened chan string // "session|ref" per Open
 	closed chan string
-
-	mu  sync.Mutex
-	log []string
 }
 
 func newScriptAgent(run func(ctx context.Context, t *Turn) error) *scriptAgent {

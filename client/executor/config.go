@@ -77,12 +77,12 @@ type Config struct {
 func (c *Config) validate() error {
 	var errs []error
 	if c.BaseURL == "" {
-		errs = append(errs, errors.New("BaseURL is required"))
+		errs = append(errs, errors.New("config: BaseURL is required"))
 	} else if !strings.HasPrefix(c.BaseURL, "http://") && !strings.HasPrefix(c.BaseURL, "https://") {
 		errs = append(errs, fmt.Errorf("BaseURL %q must be http:// or https://", c.BaseURL))
 	}
 	if !strings.HasPrefix(c.Credential, CredentialPrefix) {
-		errs = append(errs, errors.New("Credential must be a "+CredentialPrefix+"… secret"))
+		errs = append(errs, errors.New("config: Credential must be a "+CredentialPrefix+"… secret"))
 	}
 	switch c.Scope.Kind {
 	case ScopeEnvironment, ScopeMachine:
