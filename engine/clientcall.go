@@ -88,11 +88,16 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	)
 	rc := e.reg(target.clientID)
 	pc := &pendingCall{call: call, res: make(chan baton.ClientResult, 1), saved: make(chan error, 1)}
-	c, err := e.clients.Client(tc.wctx, id, target.clientID)
-	switch {
-	case err != nil && baton.ErrorCode(err) != baton.ECodeNotFound:
+	live, err := e.Clients(tc.wctx, id) // cached; every change drops it
+	if err != nil {
 		return nil, errLoop
-	case err != nil || !c.Live(now) || !rc.add(pc):
+	}
+	found := false
+	for _, c := range live {
+		found = found || c.ID == target.clientID
+	}
+	switch {
+	case !found || !rc.add(pc):
 		reason = "client_gone"
 	default:
 		timer := time.NewTimer(deadline.Sub(now))
