@@ -61,6 +61,10 @@ type EventLog interface {
 	// fills in ID (if empty), Seq and CreatedAt. It returns only after the
 	// events are committed; concurrent appends share one transaction.
 	Append(ctx context.Context, events ...*Event) error
+	// AppendQueued is Append that returns as soon as the events are queued
+	// for commit; wait blocks until they are committed and reports how it
+	// went. What one goroutine queues is committed in the order it queued.
+	AppendQueued(ctx context.Context, events ...*Event) (wait func() error)
 	// Events returns a page of a session's events, oldest first.
 	Events(ctx context.Context, sessionID string, page Page) (items []*Event, next string, err error)
 	// EventsAfter returns up to limit events of a session with Seq > after.

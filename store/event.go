@@ -35,18 +35,26 @@ func scanEvent(s scanner) (*baton.Event, int64, error) {
 // committed. An event of an unknown session is ECodeNotFound and nothing
 // of the call is written.
 func (db *DB) Append(ctx context.Context, events ...*baton.Event) error {
+	return db.AppendQueued(ctx, events...)()
+}
+
+// AppendQueued queues events for commit like Append and returns a wait
+// for the outcome.
+func (db *DB) AppendQueued(ctx context.Context, events ...*baton.Event) (wait func() error) {
 	if len(events) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	for i, e := range events {
 		if e == nil || e.SessionID == "" || e.Type == "" {
-			return fmt.Errorf("append events: event %d has no session or type", i)
+			err := fmt.Errorf("append events: event %d has no session or type", i)
+			return func() error { return err }
 		}
 		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
-			return fmt.Errorf("append events: event %d: payload is not valid JSON", i)
+			err := fmt.Errorf("append events: event %d: payload is not valid JSON", i)
+			return func() error { return err }
 		}
 	}
-	return db.w.do(ctx, func(t *wtx) error {
+	return db.w.submit(ctx, func(t *wtx) error {
 		for _, e := range events {
 			if err := t.append(e); err != nil {
 				return err

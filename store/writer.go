@@ -136,32 +136,40 @@ func (w *writer) stop() {
 // while the request is still queued gets ctx.Err() and the request never
 // runs; once the writer has taken it, do waits for the outcome.
 func (w *writer) do(ctx context.Context, fn func(*wtx) error) error {
+	return w.submit(ctx, fn)()
+}
+
+// submit queues fn and returns a wait for its outcome. Requests run in
+// the order they were queued.
+func (w *writer) submit(ctx context.Context, fn func(*wtx) error) (wait func() error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return func() error { return err }
 	}
 	r := &request{ctx: ctx, fn: fn, done: make(chan struct{})}
 	select {
 	case w.queue <- r:
 	case <-ctx.Done():
-		return ctx.Err()
+		return func() error { return ctx.Err() }
 	case <-w.quit:
-		return ErrClosed
+		return func() error { return ErrClosed }
 	}
-	select {
-	case <-r.done:
+	return func() error {
+		select {
+		case <-r.done:
+			return r.err
+		case <-ctx.Done():
+			if r.state.CompareAndSwap(queued, abandoned) {
+				return ctx.Err()
+			}
+		case <-w.exited:
+			// Enqueued after the final drain: nobody will run it.
+			if r.state.CompareAndSwap(queued, abandoned) {
+				return ErrClosed
+			}
+		}
+		<-r.done
 		return r.err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(queued, abandoned) {
-			return ctx.Err()
-		}
-	case <-w.exited:
-		// Enqueued after the final drain: nobody will run it.
-		if r.state.CompareAndSwap(queued, abandoned) {
-			return ErrClosed
-		}
 	}
-	<-r.done
-	return r.err
 }
 
 func (w *writer) loop() {
