@@ -239,7 +239,8 @@ func TestProcessNoNetwork(t *testing.T) {
 		t.Error("the host listener got a connection from the sandbox")
 	}
 	// The sandbox's own loopback works.
-	res = run(t, p, id, "nc -l -p 7000 > /tmp/got & for i in $(seq 1 100); do echo ping | nc 127.0.0.1 7000 2>/dev/null && break; done; wait; cat /tmp/got")
+	// (It polls until the listener is up, however long that takes.)
+	res = run(t, p, id, "nc -l -p 7000 > /tmp/got & until echo ping | nc 127.0.0.1 7000 2>/dev/null; do :; done; wait; cat /tmp/got")
 	if res.Stdout != "ping\n" {
 		t.Errorf("loopback inside: %+v", res)
 	}
