@@ -17,4 +17,11 @@
 // the store, so that any node verifies them without a lookup of the token.
 // Verify checks the MAC in constant time, the expiry and, through a short
 // cache that RevokeCredential clears, that the credential is not revoked.
+//
+// TurnTokens signs the per-turn credentials of executor brains with the
+// same key under their own prefixes (so no kind of token verifies as
+// another): model tokens (bae_mdt_…) binding a session, a turn and the
+// brain's machine, and tools tokens (bae_tlt_…) binding the binding epoch
+// too. Both live an hour and are signed only while the engine says the
+// turn is active.
 package auth

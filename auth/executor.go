@@ -1,18 +1,11 @@
 package auth
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,9 +22,8 @@ const (
 // token key (64 hex digits) is kept in the store.
 const SigningKeySetting = "executor_token_key"
 
-// maxExecutorToken bounds the tokens Verify looks at; real ones are about
-// 200 bytes.
-const maxExecutorToken = 1024
+// maxExecutorToken bounds the tokens Verify looks at.
+const maxExecutorToken = maxSignedToken
 
 // ExecutorOptions configure ExecutorTokens.
 type ExecutorOptions struct {
@@ -56,7 +48,7 @@ type ExecutorOptions struct {
 type ExecutorTokens struct {
 	store    baton.ExecutorStore
 	log      *slog.Logger
-	key      []byte
+	key      signer
 	ttl      time.Duration
 	cacheTTL time.Duration
 	now      func() time.Time
@@ -95,14 +87,9 @@ func OpenExecutorTokens(ctx context.Context, opts ExecutorOptions) (*ExecutorTok
 	if x.now == nil {
 		x.now = time.Now
 	}
-	var fresh [32]byte
-	_, _ = rand.Read(fresh[:]) // crypto/rand.Read never returns an error.
-	stored, err := opts.Store.EnsureSetting(ctx, SigningKeySetting, hex.EncodeToString(fresh[:]))
-	if err != nil {
-		return nil, fmt.Errorf("executor token key: %w", err)
-	}
-	if x.key, err = hex.DecodeString(stored); err != nil || len(x.key) < 32 {
-		return nil, fmt.Errorf("executor token key: the stored %s is not 32 hex-encoded bytes", SigningKeySetting)
+	var err error
+	if x.key, err = loadSigner(ctx, opts.Store); err != nil {
+		return nil, fmt.Errorf("executor tokens: %w", err)
 	}
 	return x, nil
 }
@@ -187,8 +174,8 @@ func (x *ExecutorTokens) ownerExists(ctx context.Context, scope, id string) erro
 // Verify returns the grant of a token that is well formed, correctly
 // signed, unexpired, and whose credential is not revoked.
 func (x *ExecutorTokens) Verify(ctx context.Context, token string) (*baton.ExecutorGrant, error) {
-	head, payload, mac, ok := splitToken(token)
-	if !ok || !hmac.Equal(mac, x.mac(head)) {
+	payload, ok := x.key.open(baton.ExecutorTokenPrefix, token)
+	if !ok {
 		return nil, baton.Errorf(baton.ECodeUnauthorized, "invalid executor token")
 	}
 	cl, ok := decodeClaims(payload)
@@ -271,54 +258,21 @@ func (cl *claims) grant() *baton.ExecutorGrant {
 	return g
 }
 
-// sign renders cl as "bae_ext_" + base64url(JSON) + "." + base64url(MAC),
-// the MAC being HMAC-SHA256 over everything before the dot.
+// sign renders cl as a signed token (see signer).
 func (x *ExecutorTokens) sign(cl *claims) (string, error) {
-	payload, err := json.Marshal(cl)
-	if err != nil {
-		return "", fmt.Errorf("sign executor token: %w", err)
-	}
-	head := baton.ExecutorTokenPrefix + base64.RawURLEncoding.EncodeToString(payload)
-	return head + "." + base64.RawURLEncoding.EncodeToString(x.mac(head)), nil
+	return x.key.seal(baton.ExecutorTokenPrefix, cl)
 }
 
-func (x *ExecutorTokens) mac(head string) []byte {
-	h := hmac.New(sha256.New, x.key)
-	h.Write([]byte(head))
-	return h.Sum(nil)
-}
-
-// splitToken takes a token apart: the signed head (everything before the
-// dot), the decoded payload and the decoded MAC. It checks only the shape:
-// the prefix, one dot, canonical base64url on both sides and a MAC of
-// SHA-256's size.
+// splitToken takes an executor token apart (see cutSigned).
 func splitToken(token string) (head string, payload, mac []byte, ok bool) {
-	if len(token) > maxExecutorToken {
-		return "", nil, nil, false
-	}
-	head, m64, found := strings.Cut(token, ".")
-	p64, prefixed := strings.CutPrefix(head, baton.ExecutorTokenPrefix)
-	if !found || !prefixed || p64 == "" {
-		return "", nil, nil, false
-	}
-	payload, err := base64.RawURLEncoding.Strict().DecodeString(p64)
-	if err != nil {
-		return "", nil, nil, false
-	}
-	mac, err = base64.RawURLEncoding.Strict().DecodeString(m64)
-	if err != nil || len(mac) != sha256.Size {
-		return "", nil, nil, false
-	}
-	return head, payload, mac, true
+	return cutSigned(baton.ExecutorTokenPrefix, token)
 }
 
 // decodeClaims decodes a signed payload and checks that it names a known
 // version and scope, an owner and a credential.
 func decodeClaims(payload []byte) (*claims, bool) {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
 	var cl claims
-	if dec.Decode(&cl) != nil || dec.More() {
+	if !decodeStrict(payload, &cl) {
 		return nil, false
 	}
 	switch {

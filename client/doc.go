@@ -56,6 +56,10 @@
 // subagent handlers find their session with SessionFrom; Session.Close
 // cancels the session's subagents and stops its local containers.
 //
+// A Session also reads and writes the session's file area (WriteFile,
+// ReadFile, OpenFile, DeleteFile, ListFiles) and downloads artifacts
+// executors uploaded (Artifact).
+//
 // Errors are typed: *APIError for RFC 7807 REST failures, *RPCError for
 // JSON-RPC error frames, *ProvidersFailedError when every provider of a
 // turn failed, *TransportError for network failures and malformed or

@@ -19,6 +19,8 @@ func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessag
 		return tc.dispatchSandbox(u)
 	case dispatchSubagent:
 		return tc.dispatchSubagent(u, ts)
+	case dispatchExecutor:
+		return tc.dispatchExecutor(u, ts.executor[u.Name])
 	default:
 		return tc.dispatchMCP(u, ts)
 	}

@@ -70,6 +70,16 @@ type Options struct {
 	// SubagentTimeout bounds a remote subagent whose harness declares no
 	// timeout_secs (BAE_SUBAGENT_TIMEOUT; default 600 s).
 	SubagentTimeout time.Duration
+
+	// Executors runs the tools of the executors of a profile's
+	// executor_environments (dispatch "executor"); nil means none.
+	Executors baton.ExecutorHands
+	// ExecutorCallTimeout bounds one executor tool call
+	// (BATON_EXECUTOR_CALL_TIMEOUT; default 120 s).
+	ExecutorCallTimeout time.Duration
+	// Brains runs the turns of profiles whose brain is an executor's
+	// agent loop (brain.go); nil means such turns cannot run.
+	Brains baton.Brains
 }
 
 // Engine implements baton.SessionService and baton.TurnService.
@@ -110,6 +120,11 @@ type Engine struct {
 	cc   map[string]*clientList // session → cached live registered clients
 
 	subs *subagents // remote subagents of every session
+
+	executors       baton.ExecutorHands
+	executorTimeout time.Duration
+
+	brains brains // brain sessions (brain.go)
 }
 
 var (
@@ -131,7 +146,13 @@ func New(opts Options) *Engine {
 		clients: opts.Clients, maxClients: opts.MaxClients, callTimeout: opts.ClientCallTimeout,
 		regs: make(map[string]*regClient),
 		subs: newSubagents(opts.MaxSubagents, opts.SubagentTimeout),
+
+		executors: opts.Executors, executorTimeout: opts.ExecutorCallTimeout,
 	}
+	if e.executorTimeout <= 0 {
+		e.executorTimeout = baton.DefaultExecutorCallTimeout
+	}
+	e.brains.init(opts.Brains, e)
 	if opts.Now != nil {
 		e.now = opts.Now
 	}
@@ -194,6 +215,7 @@ func (e *Engine) Close() error {
 	for _, a := range actors {
 		a.close()
 	}
+	e.brains.close()
 	e.wg.Wait()
 	e.subs.close() // after the turns: nothing launches any more
 	e.stopWrites()
@@ -243,6 +265,10 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 	if e.hub != nil {
 		e.hub.End(sessionID, "")
 	}
+	if e.executors != nil {
+		e.executors.Release(sessionID) // session.stop to its executors, in the background
+	}
+	e.brains.forget(sessionID) // session.close to its agent executor
 }
 
 // sessionRow returns the session, from its actor's cache while the session

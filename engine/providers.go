@@ -13,32 +13,21 @@ import (
 )
 
 // callProviders walks the profile's provider chain for one iteration
-// (spec-client §10): the primary, then each fallback, each with bounded
-// retries on retryable failures. It returns the canonical reply content,
-// or a terminal result when every provider failed or the turn was
-// cancelled.
+// (spec-client §10). It returns the canonical reply content, or a
+// terminal result when every provider failed or the turn was cancelled.
 func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.RawMessage) (json.RawMessage, *baton.TurnResult) {
 	e, id, actor := tc.e, tc.a.id, tc.t.actor
-	primary, ok := e.registry.Provider(prof.PrimaryProvider)
+	chain, ok := e.chainFor(id, prof)
 	if !ok {
 		return nil, tc.fail(map[string]any{
 			"reason": "provider_config",
 			"detail": fmt.Sprintf("primary provider %q is not configured in bae-config.toml", prof.PrimaryProvider),
 		})
 	}
-	chain := []*baton.ProviderEntry{primary}
-	for _, name := range prof.FallbackProviders {
-		if p, ok := e.registry.Provider(name); ok {
-			chain = append(chain, p)
-		} else {
-			e.log.Error("fallback provider is not configured; skipped", "session_id", id, "provider", name)
-		}
-	}
 	if tools == nil {
 		tools = []json.RawMessage{}
 	}
 	req := &baton.ProviderRequest{
-		Model:    "",
 		System:   prof.SystemPrompt,
 		Messages: cv.ready,
 		Tools:    tools,
@@ -46,6 +35,58 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 			e.hub.Publish(baton.Notice{Delta: &baton.Delta{SessionID: id, ClientKeyID: actor, Text: text}})
 		},
 	}
+	resp, attempts, err := tc.walk(chain, req, cv.logged, entryMaxTokens)
+	switch {
+	case err != nil:
+		return nil, &baton.TurnResult{Err: err}
+	case resp != nil:
+		return resp.Content, nil
+	case tc.t.ctx.Err() != nil:
+		return nil, tc.reply(cancelledText)
+	}
+	return nil, tc.fail(map[string]any{"reason": "all_providers_failed", "attempts": attempts})
+}
+
+// chainFor resolves the profile's provider chain: the primary, then each
+// configured fallback (one missing from the registry is logged and
+// skipped). ok is false when the primary is not configured.
+func (e *Engine) chainFor(sessionID string, prof *baton.Profile) (chain []*baton.ProviderEntry, ok bool) {
+	primary, ok := e.registry.Provider(prof.PrimaryProvider)
+	if !ok {
+		return nil, false
+	}
+	chain = []*baton.ProviderEntry{primary}
+	for _, name := range prof.FallbackProviders {
+		if p, ok := e.registry.Provider(name); ok {
+			chain = append(chain, p)
+		} else {
+			e.log.Error("fallback provider is not configured; skipped", "session_id", sessionID, "provider", name)
+		}
+	}
+	return chain, true
+}
+
+// entryMaxTokens is the max_tokens of a server turn's call: the entry's,
+// or 4096.
+func entryMaxTokens(entry *baton.ProviderEntry) int {
+	if entry.MaxTokens > 0 {
+		return entry.MaxTokens
+	}
+	return 4096
+}
+
+// walk makes one model call through chain: each provider in turn, each
+// with bounded retries on retryable failures. Every attempt records a
+// provider.request (committed behind the call) and a provider.response
+// (a success is held, to be committed with what the reply leads to); the
+// first failure also records a session.error provider_call_failed. req's
+// Model and MaxTokens are set per entry (maxTokens picks the latter);
+// logged is the history as provider.request records it. It returns the
+// reply, or nil and the number of attempts when every provider failed or
+// the turn's context ended; err is a failure to persist.
+func (tc *turnCtx) walk(chain []*baton.ProviderEntry, req *baton.ProviderRequest, logged []baton.Message,
+	maxTokens func(*baton.ProviderEntry) int) (*baton.ProviderResponse, int, error) {
+	e, id, actor := tc.e, tc.a.id, tc.t.actor
 	attempt := 0
 	for i, entry := range chain {
 		kind := "fallback"
@@ -53,17 +94,14 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 			kind = "primary"
 		}
 		for try := 0; try <= e.retries; try++ {
-			maxTokens := entry.MaxTokens
-			if maxTokens <= 0 {
-				maxTokens = 4096
-			}
+			n := maxTokens(entry)
 			ev := &baton.Event{SessionID: id, ClientKeyID: actor, Type: baton.EventProviderReq,
-				Payload: requestPayload(attempt, kind, entry, maxTokens, cv.logged, tools)}
+				Payload: requestPayload(attempt, kind, entry, n, logged, req.Tools)}
 			if err := tc.emitBehind(ev); err != nil {
-				return nil, &baton.TurnResult{Err: err}
+				return nil, attempt, err
 			}
 			r := *req
-			r.Model, r.MaxTokens = entry.Model, maxTokens
+			r.Model, r.MaxTokens = entry.Model, n
 			resp, perr := tc.callOne(entry, &r)
 			if perr == nil {
 				payload := map[string]any{
@@ -73,9 +111,8 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 				if resp.Usage != nil {
 					payload["usage"] = resp.Usage
 				}
-				// Held: it is committed together with what the reply leads to.
 				tc.hold(baton.NewEvent(id, actor, baton.EventProviderResp, payload))
-				return resp.Content, nil
+				return resp, attempt + 1, nil
 			}
 			var status, body any
 			if perr.Status != 0 {
@@ -94,21 +131,21 @@ func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.Ra
 				}))
 			}
 			if err := tc.emit(evs...); err != nil {
-				return nil, &baton.TurnResult{Err: err}
+				return nil, attempt, err
 			}
 			attempt++
 			if tc.t.ctx.Err() != nil {
-				return nil, tc.reply(cancelledText)
+				return nil, attempt, nil
 			}
 			if !perr.Retryable || try == e.retries || !tc.backoff(try, perr.RetryAfter) {
 				break
 			}
 		}
 		if tc.t.ctx.Err() != nil {
-			return nil, tc.reply(cancelledText)
+			return nil, attempt, nil
 		}
 	}
-	return nil, tc.fail(map[string]any{"reason": "all_providers_failed", "attempts": attempt})
+	return nil, attempt, nil
 }
 
 // callOne makes one provider call under the per-call timeout.

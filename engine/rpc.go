@@ -87,12 +87,20 @@ func (e *Engine) SendMessage(ctx context.Context, key *baton.Key, message json.R
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.openSession(ctx, key.Name); err != nil {
+	s, err := e.openSession(ctx, key.Name)
+	if err != nil {
 		return nil, err
 	}
 	msg, err := parseMessage(message)
 	if err != nil {
 		return nil, err
+	}
+	machine, err := e.brainOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if machine != "" {
+		return e.sendBrain(key, s, machine, msg) // an executor's agent loop runs it (brain.go)
 	}
 	t := &turnRun{
 		key: key, actor: key.ClientID, msg: msg, opts: opts,
@@ -123,6 +131,9 @@ func (e *Engine) SendMessage(ctx context.Context, key *baton.Key, message json.R
 func (e *Engine) CancelTurn(ctx context.Context, key *baton.Key) error {
 	a, err := e.driverGate(key, "session.cancelTurn")
 	if err != nil {
+		return err
+	}
+	if handled, err := e.cancelBrain(ctx, key); handled {
 		return err
 	}
 	state, ok := a.cancel()

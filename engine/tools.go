@@ -21,6 +21,9 @@ type toolset struct {
 	registered map[string]regTarget
 	// mcp routes MCP tool names to their server (withMCP).
 	mcp map[string]string
+	// executor routes executor tool names to their environment; rebuilt
+	// before every model call (withExecutors).
+	executor map[string]execTarget
 }
 
 // toolsFor snapshots the acting client key's tools at the start of a turn.
@@ -65,6 +68,9 @@ func (ts *toolset) classify(name string) string {
 	}
 	if _, ok := ts.registered[name]; ok {
 		return dispatchRegistered
+	}
+	if _, ok := ts.executor[name]; ok {
+		return dispatchExecutor
 	}
 	return dispatchMCP
 }

@@ -34,7 +34,7 @@ type turnCtx struct {
 	events []*baton.Event
 	held   []*baton.Event // recorded, to be committed with the next emit
 	after  []func(error)  // told how the commit of the held events went
-	behind chan error     // the commit started by emitBehind, until it is awaited
+	behind []chan error   // commits emitBehind queued, until they are awaited
 	clean  bool           // completed or paused normally: its conversation may be cached
 }
 
@@ -42,23 +42,18 @@ type turnCtx struct {
 var errLoop = baton.Errorf(baton.ECodeSessionFailed, "session loop failed")
 
 // emit appends events, after any held ones, in one commit and records them
-// as this request's.
+// as this request's. It returns once they and everything emitBehind queued
+// before them are committed.
 func (tc *turnCtx) emit(evs ...*baton.Event) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	evs, after := tc.take(evs)
+	wait := tc.e.store.AppendQueued(tc.wctx, evs...)
 	if err := tc.awaitBehind(); err != nil {
+		_ = wait()
 		return err
 	}
-	if len(tc.held) > 0 {
-		evs = append(tc.held, evs...)
-		tc.held = nil
-	}
-	after := tc.after
-	tc.after = nil
-	if len(evs) == 0 {
-		return nil
-	}
-	err := tc.e.store.Append(tc.wctx, evs...)
+	err := wait()
 	for _, fn := range after {
 		fn(err)
 	}
@@ -70,44 +65,56 @@ func (tc *turnCtx) emit(evs ...*baton.Event) error {
 	return nil
 }
 
-// emitBehind starts committing events (after any held ones) and returns
-// without waiting, so that the commit overlaps the wait that follows — a
-// provider call, whose provider.request nobody has acknowledged yet. The
-// next emit awaits it first, which keeps the session's order and reports
-// a failed commit.
+// emitBehind queues events (after any held ones) for commit and returns
+// without waiting, so that the commit overlaps what the turn does next — a
+// provider call whose provider.request nobody has acknowledged yet, a tool
+// call going out. Queued commits keep the order they were queued in; the
+// next emit waits for them and reports a failure. The callbacks of held
+// events run as soon as their commit is done.
 func (tc *turnCtx) emitBehind(evs ...*baton.Event) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if err := tc.awaitBehind(); err != nil {
-		return err
+	evs, after := tc.take(evs)
+	if len(evs) == 0 {
+		return nil
 	}
-	evs = append(tc.held, evs...)
-	tc.held = nil
-	after := tc.after
-	tc.after = nil
+	wait := tc.e.store.AppendQueued(tc.wctx, evs...)
 	done := make(chan error, 1)
-	tc.behind = done
 	go func() {
-		err := tc.e.store.Append(tc.wctx, evs...)
+		err := wait()
 		for _, fn := range after {
 			fn(err)
 		}
 		done <- err
 	}()
+	tc.behind = append(tc.behind, done)
 	tc.events = append(tc.events, evs...)
 	return nil
 }
 
-// awaitBehind waits for the commit emitBehind started, if any. tc.mu is
-// held.
-func (tc *turnCtx) awaitBehind() error {
-	if tc.behind == nil {
-		return nil
+// take returns the held events followed by evs, and the callbacks of the
+// held ones. tc.mu is held.
+func (tc *turnCtx) take(evs []*baton.Event) ([]*baton.Event, []func(error)) {
+	if len(tc.held) > 0 {
+		evs = append(tc.held, evs...)
+		tc.held = nil
 	}
-	err := <-tc.behind
-	tc.behind = nil
-	if err != nil {
-		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", err)
+	after := tc.after
+	tc.after = nil
+	return evs, after
+}
+
+// awaitBehind waits for every commit emitBehind queued. tc.mu is held.
+func (tc *turnCtx) awaitBehind() error {
+	var first error
+	for _, done := range tc.behind {
+		if err := <-done; err != nil && first == nil {
+			first = err
+		}
+	}
+	tc.behind = tc.behind[:0]
+	if first != nil {
+		tc.e.log.Error("append turn events", "session_id", tc.a.id, "err", first)
 		return errLoop
 	}
 	return nil
@@ -283,7 +290,7 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.TurnResult, *parked) {
 	t, id := tc.t, tc.a.id
 	for iter := 0; iter < prof.Iterations(); iter++ {
-		tools, err := tc.withRegistered(base)
+		tools, err := tc.withRegistered(tc.withExecutors(prof, base))
 		if err != nil {
 			return &baton.TurnResult{Err: err}, nil
 		}

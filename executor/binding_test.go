@@ -300,7 +300,7 @@ func TestSessionEvents(t *testing.T) {
 	x.notify(proto.MethodSessionStatus, proto.SessionStatusParams{SessionID: "ses_1", Status: proto.StatusRunning, Detail: "tool_running"})
 	agent := ev("agent.message")
 	agent.EventID, agent.TurnID = "evt_1", "turn_1"
-	if f := x.call(proto.MethodSessionEvent, agent); f.Error == nil || f.Error.Code != proto.CodeMethodNotFound {
+	if f := x.call(proto.MethodSessionEvent, agent); f.Error == nil || f.Error.Code != proto.CodeInvalidParams { // no sequence
 		t.Fatalf("agent event: %+v", f)
 	}
 	mu.Lock()

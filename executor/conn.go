@@ -38,9 +38,7 @@ type conn struct {
 // method serves one executor → harness method on a connection.
 type method func(c *conn, ctx context.Context, f *proto.Frame) (any, error)
 
-// table is the executor → harness method table. Agent-brain methods
-// (interaction.*, model_token.refresh, tools_token.refresh,
-// session.event_delta) are not served yet and answer -32601.
+// table is the executor → harness method table.
 func (h *Hub) table() map[string]method {
 	return map[string]method{
 		proto.MethodRegister:           (*conn).register,
@@ -54,6 +52,11 @@ func (h *Hub) table() map[string]method {
 		proto.MethodSessionEnded:       (*conn).sessionEnded,
 		proto.MethodToolResult:         (*conn).toolResult,
 		proto.MethodToolProgress:       (*conn).toolProgress,
+		proto.MethodEventDelta:         (*conn).eventDelta,
+		proto.MethodInteractionRequest: (*conn).interactionRequest,
+		proto.MethodInteractionCancel:  (*conn).interactionCancel,
+		proto.MethodModelTokenRefresh:  (*conn).modelTokenRefresh,
+		proto.MethodToolsTokenRefresh:  (*conn).toolsTokenRefresh,
 	}
 }
 
@@ -123,6 +126,7 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 	}
 	c.exec = rec
 	resumed := h.resumeLocked(rec, c, p.Resume)
+	agents := h.resumeAgentsLocked(rec, p.Resume)
 	c.renewLeaseLocked()
 	res := proto.RegisterResult{
 		ExecutorID:          id,
@@ -141,6 +145,9 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 		defer h.mu.Unlock()
 		for _, b := range resumed {
 			h.goWorkLocked(func() { b.reattach(c) })
+		}
+		for _, a := range agents {
+			h.flushLocked(a)
 		}
 	}}, nil
 }
@@ -362,6 +369,7 @@ func (h *Hub) detachLocked(c *conn) {
 		return
 	}
 	rec.conn = nil
+	h.detachAgentsLocked(rec)
 	for _, b := range rec.bindings {
 		if b.conn == c {
 			b.conn = nil

@@ -22,8 +22,31 @@
 // and its unanswered tool calls are re-sent; otherwise they end and their
 // pending calls fail with ErrResumeWindow.
 //
+// The Hub is also the engine's baton.Brains (agent.go): StartTurn opens a
+// brain session on a machine's least loaded agent executor with its first
+// turn.start (no session.assign) and keeps it there; turn.input,
+// turn.cancel and session.close follow it. Agent session.event messages
+// are taken in sequence order and deduplicated by event_id (a gap is
+// -32013 with data.expected_sequence) and handed to the attached
+// baton.AgentSink before they are acknowledged; session.event_delta goes
+// to the sink live. interaction.request opens a platform interaction
+// (idempotent by interaction_id; appr_ ids are adopted), answered through
+// RespondInteraction, expired at expires_at or withdrawn by
+// interaction.cancel. interaction.response, agent.custom_tool_result and
+// session.close are held and re-sent on every new connection until the
+// executor answers them. An agent session whose executor does not resume
+// it within the resume window is reported lost.
+//
 // Close drains (executor.drain), sends executor.close and closes every
 // connection with 1001. RevokeCredential closes a credential's
-// connections with 4001. The JSON-RPC framing lives in package
-// executor/proto.
+// connections with 4001 (with Options.Restartable, Close sends no
+// executor.close, so executors reconnect after a restart). The JSON-RPC
+// framing lives in package executor/proto.
+//
+// Two adapters serve sessions through a Hub: Hands (baton.ExecutorHands)
+// runs sessions' tool calls on environment executors, binding a session
+// once per environment and reusing the binding; Shell
+// (baton.SandboxDriver) runs remote sandboxes of images
+// "executor:<machine_id>" on machine executors with a shell, commands as
+// tool.call "process.exec".
 package executor

@@ -57,6 +57,16 @@ type Options struct {
 	// WriteTimeout bounds one message write. Default 10s.
 	WriteTimeout time.Duration
 	Clock        Clock // nil is the real clock
+	// Restartable makes Close a restart rather than a retirement: it
+	// drains and closes every connection with 1001 but sends no
+	// executor.close, on which executors stop for good (seed 003), so
+	// they reconnect — to this server once it is back, or to another
+	// node — and resume.
+	Restartable bool
+	// Credentials issues brain turns' model and tools tokens again for
+	// model_token.refresh and tools_token.refresh (token.go); nil answers
+	// them with -32012 *_token_unavailable.
+	Credentials baton.TurnCredentials
 }
 
 // Hub is the harness side of the executor protocol: it serves
@@ -70,6 +80,8 @@ type Hub struct {
 	callTimeout  time.Duration
 	writeTimeout time.Duration
 	clock        Clock
+	restartable  bool
+	creds        baton.TurnCredentials // token refreshes (token.go)
 	methods      map[string]method
 
 	mu       sync.Mutex
@@ -79,6 +91,7 @@ type Hub struct {
 	execs    map[string]*execRec // by executor id
 	bindings map[string]*Binding // by session id
 	epoch    int64               // last epoch handed out; epochs are hub-wide
+	ag       agents              // the brain side (agent.go)
 	wg       sync.WaitGroup      // goWork goroutines
 }
 
@@ -97,6 +110,8 @@ func Open(opts Options) (*Hub, error) {
 		callTimeout:  opts.CallTimeout,
 		writeTimeout: opts.WriteTimeout,
 		clock:        opts.Clock,
+		restartable:  opts.Restartable,
+		creds:        opts.Credentials,
 		conns:        make(map[*conn]struct{}),
 		execs:        make(map[string]*execRec),
 		bindings:     make(map[string]*Binding),
@@ -161,7 +176,8 @@ func (h *Hub) Drain(ctx context.Context, reason string) error {
 }
 
 // Close shuts the hub down within ctx: it drains, sends executor.close to
-// every connection and closes it with 1001, then ends every binding
+// every connection (unless Options.Restartable) and closes it with 1001,
+// then ends every binding
 // (pending tool calls fail with ErrClosed). Connections still open when
 // ctx ends are cut.
 func (h *Hub) Close(ctx context.Context) error {
@@ -189,7 +205,9 @@ func (h *Hub) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = p.Notify(proto.MethodClose, proto.Reason{Reason: "shutdown"})
+			if !h.restartable {
+				_ = p.Notify(proto.MethodClose, proto.Reason{Reason: "shutdown"})
+			}
 			p.Close(proto.CloseGoingAway, "server shutting down")
 		}()
 	}

@@ -59,9 +59,7 @@ func (c *conn) sessionEvent(ctx context.Context, f *proto.Frame) (any, error) {
 		return nil, e
 	}
 	if p.EventID != "" || p.Sequence != nil {
-		// Agent events (sequenced, deduplicated by event_id) belong to
-		// the brain side, which is not served yet.
-		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: agent session.event is not served by this harness")
+		return c.agentEvent(ctx, &p) // sequenced, deduplicated by event_id (agent.go)
 	}
 	h := c.hub
 	key := string(f.ID)
@@ -110,6 +108,9 @@ func (c *conn) sessionEnded(_ context.Context, f *proto.Frame) (any, error) {
 	var p proto.SessionEndedParams
 	if e := f.Bind(&p); e != nil {
 		return nil, e
+	}
+	if c.agentEnded(&p) {
+		return proto.Ack{OK: true}, nil
 	}
 	h := c.hub
 	h.mu.Lock()

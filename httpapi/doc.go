@@ -1,6 +1,8 @@
 // Package httpapi serves Baton's client port: BAE's REST routes under
 // /api/v1 (open, join, participants, events, close), /healthz and
-// /api/v1/meta. Each resource has its own file; later routes (/rpc, /v1)
+// /api/v1/meta, and Baton's session files (/api/v1/sessions/{id}/files/…,
+// …/artifacts/{id}), artifact uploads and the executor file service
+// (/v1/fs/{session_id}/{view}/…, authorized by view tokens). Each resource has its own file; later routes (/rpc, /v1)
 // register themselves in routes the same way.
 //
 // Checks run in BAE's order. Open and join read and decode the body first

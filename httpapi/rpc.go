@@ -75,6 +75,12 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		c.reply(map[string]bool{"reported": true}, s.opts.Sandboxes.ReportLocalSubagent(c.ctx, key, req.Params))
 	case "session.cancelSubagent":
 		c.reply(s.opts.Sandboxes.CancelSubagent(c.ctx, key, req.Params))
+	case "session.respondInteraction": // Baton: answers an executor brain's interaction
+		if is, ok := s.opts.Turns.(baton.InteractionService); ok {
+			c.reply(is.RespondInteraction(c.ctx, key, req.Params))
+			break
+		}
+		c.fail(&wire.Error{Code: wire.CodeMethodNotFound, Message: "Method not found: " + req.Method})
 	default:
 		c.fail(&wire.Error{Code: wire.CodeMethodNotFound, Message: "Method not found: " + req.Method})
 	}

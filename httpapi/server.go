@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/filearea"
 	"github.com/baton-engine/baton/internal/httpx"
 )
 
@@ -29,6 +30,23 @@ type Options struct {
 	// ExecutorTokens serves the executor token exchange under /v1 (nil
 	// leaves it unrouted).
 	ExecutorTokens baton.ExecutorTokens
+	// Executors serves GET /v1/executors/connect, the executor WebSocket
+	// (the executor hub; nil leaves it unrouted).
+	Executors http.Handler
+	// Mount registers further routes of the client port: the model
+	// gateway and the session tools endpoint (package gateway).
+	Mount func(*http.ServeMux)
+
+	// Files serves session files (/api/v1/sessions/{id}/files/…) and
+	// artifact downloads; with ExecutorTokens also artifact uploads, and
+	// with ViewTokens the executor file service (/v1/fs/…). Epochs, when
+	// set, makes the file service refuse view tokens of an earlier
+	// binding. FileLimits caps files and artifacts (zero values take the
+	// filearea defaults). Nil Files leaves all of it unrouted.
+	Files      filearea.Store
+	ViewTokens filearea.ViewTokens
+	Epochs     filearea.Epochs
+	FileLimits filearea.Limits
 
 	// Guards in front of every route (spec/clients.md): idempotency
 	// receipts (nil: Idempotency-Key is ignored), the per-credential rate
@@ -44,9 +62,10 @@ type Options struct {
 // from the embedded httpx.Server.
 type Server struct {
 	*httpx.Server
-	opts    Options
-	log     *slog.Logger
-	handler http.Handler
+	opts       Options
+	log        *slog.Logger
+	handler    http.Handler
+	fileLimits filearea.Limits
 }
 
 // New returns a server for opts; it does not bind until Open.
@@ -58,7 +77,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: log}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	var h http.Handler = httpx.Routes(mux)
+	var h http.Handler = s.pathGuard(httpx.Routes(mux))
 	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log}, h)
 	h = httpx.ClientVersion(opts.MinClientVersion, h)
 	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
@@ -83,6 +102,13 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/sessions/{id}/rpc", s.rpc)
 	s.v1Routes(mux)
 	s.executorRoutes(mux)
+	if s.opts.Executors != nil {
+		mux.Handle("GET /v1/executors/connect", s.opts.Executors)
+	}
+	s.fileRoutes(mux)
+	if s.opts.Mount != nil {
+		s.opts.Mount(mux)
+	}
 }
 
 // handle registers h under pattern with the shared error rendering.

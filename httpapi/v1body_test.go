@@ -85,7 +85,8 @@ func TestV1Status(t *testing.T) {
 		baton.ECodeConflict: "conflict 409", baton.ECodeSessionClosed: "conflict 409",
 		"client_outdated": "client_outdated 426", "precondition_failed": "precondition_failed 412",
 		baton.ECodeTooManyRequests: "too_many_requests 429", baton.ECodeInternal: "internal 500",
-		"something_else": "internal 500",
+		baton.ECodePayloadTooLarge: "invalid_request 413",
+		"something_else":           "internal 500",
 	} {
 		c, st := httpx.V1Status(code)
 		if got := c + " " + itoa(st); got != want {

@@ -1,6 +1,8 @@
 // Package store is Baton's durable store: the append-only session event log
 // and the catalogue of profiles, keys, sessions and the executor resources
-// (environments, machines, their credentials, installation settings). It implements
+// (environments, machines, their credentials, installation settings), and
+// the sessions' files and the executors' artifacts (filearea.Store, blobs
+// kept in the rows, paths compared byte-wise). It implements
 // baton.Store on SQLite (the default, through modernc.org/sqlite) or on
 // PostgreSQL (through pgx), chosen by the URL given to Open.
 //

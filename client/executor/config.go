@@ -53,6 +53,9 @@ type Config struct {
 	Process ProcessHandler
 	// Agent serves turns; it is required with Capabilities.Agent.
 	Agent Agent
+	// Files serves fs.mount and fs.unmount (session file views); nil
+	// answers them -32012 with capability "fs.fuse".
+	Files *FileMounts
 
 	Logger     *slog.Logger // nil discards
 	HTTPClient *http.Client // nil is http.DefaultClient
@@ -91,6 +94,11 @@ func (c *Config) validate() error {
 	}
 	if c.Scope.ID == "" {
 		errs = append(errs, errors.New("Scope.ID is required"))
+	}
+	if c.Files != nil {
+		if err := c.Files.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.Capabilities.Agent != nil && c.Agent == nil {
 		errs = append(errs, errors.New("Capabilities.Agent needs an Agent"))

@@ -58,8 +58,10 @@ func (e *Executor) dispatch(c *conn, f *frame) {
 		res, rerr = e.onInteractionResponse(r)
 	case "agent.custom_tool_result":
 		res, rerr = e.onCustomToolResult(r)
-	case "fs.mount", "fs.unmount":
-		rerr = capabilityMissing("fs.fuse")
+	case "fs.mount":
+		res, rerr = e.onFsMount(r)
+	case "fs.unmount":
+		res, rerr = e.onFsUnmount(r)
 	default:
 		rerr = rpcErr(CodeMethodNotFound, "method not found: "+f.Method, nil)
 	}

@@ -77,6 +77,18 @@
 // cancels the turn's context; session.close cancels it, waits for its
 // events to be acknowledged, calls Agent.Close and sends session.ended.
 //
+// # Files
+//
+// With Config.Files a machine-scoped executor serves fs.mount and
+// fs.unmount: each view of a session's files is mounted at its path
+// (below FileMounts.Root) as a FUSE file system reading from and writing
+// to the view's service URL, or, where FUSE cannot mount, kept as a
+// synced directory (a copy made at mount whose local changes are uploaded
+// periodically, at fs.unmount with flush and at Close). fs.mount is
+// idempotent by (session_id, view): a new token is swapped in without a
+// remount; a changed path or read-only flag remounts. Tokens are kept in
+// memory only.
+//
 // # Errors
 //
 // *RPCError is a JSON-RPC error object (the Code constants list the

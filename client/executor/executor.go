@@ -45,6 +45,7 @@ type Executor struct {
 	hands        map[string]*hand
 	agents       map[string]*agentSession
 	interactions map[string]*interactionWait
+	files        *fileMounts // nil without Config.Files
 }
 
 const (
@@ -72,6 +73,9 @@ func New(cfg Config) (*Executor, error) {
 	}
 	for _, t := range cfg.Tools {
 		e.tools[t.Def.Name] = t
+	}
+	if cfg.Files != nil {
+		e.files = newFileMounts(e, *cfg.Files)
 	}
 	return e, nil
 }
@@ -395,6 +399,9 @@ func (e *Executor) serve(c *conn) error {
 // capabilities renders what executor.register declares.
 func (e *Executor) capabilities() wireCaps {
 	w := wireCaps{Process: e.cfg.Capabilities.Process, Agent: e.cfg.Capabilities.Agent}
+	if e.files != nil {
+		w.FS = &fsCapability{Fuse: true} // fs.mount is served, through FUSE or a synced directory
+	}
 	for _, t := range e.cfg.Tools {
 		w.Tools = append(w.Tools, t.Def)
 	}

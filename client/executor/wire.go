@@ -67,6 +67,7 @@ type wireCaps struct {
 	Tools   []ToolDef          `json:"tools,omitempty"`
 	Process *ProcessCapability `json:"process,omitempty"`
 	Agent   *AgentCapability   `json:"agent,omitempty"`
+	FS      *fsCapability      `json:"fs,omitempty"`
 }
 
 type registerParams struct {

@@ -43,6 +43,7 @@ type serveConfig struct {
 	Check             bool
 	Limits            limitConfig    // rate limit, Client-Version, receipts
 	Executor          executorConfig // executor tokens
+	Files             fileConfig     // session files, artifacts, view tokens
 }
 
 // serveFlags holds the command-line flags shared by the root command,
@@ -200,6 +201,8 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	c.Limits = limits
 	errs = append(errs, err)
 	c.Executor, err = loadExecutorConfig(getenv)
+	errs = append(errs, err)
+	c.Files, err = loadFileConfig(getenv)
 	errs = append(errs, err)
 	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		errs = append(errs, fmt.Errorf("BATON_DATABASE_URL: must be a postgres:// URL (use BAE_DB_PATH for SQLite)"))

@@ -98,7 +98,7 @@ func (c *cli) rootCmd() *cobra.Command {
 		return c.serve(cmd.Context(), &f, nil)
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd(), c.chatCmd())
+	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd(), c.chatCmd(), c.executorCmd())
 	root.AddCommand(c.adminCmd())
 	return root
 }

@@ -99,7 +99,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		cleanupSandboxes(ctx, runner, log, "start")
 		defer cleanupSandboxes(context.WithoutCancel(ctx), runner, log, "shutdown")
 	}
-	prov := sandbox.NewProvisioner(images, log)
+	// executor:<machine_id> images run on executor shells, the rest on runner.
+	router := &sandboxRouter{base: runner, images: images, machines: db}
+	prov := sandbox.NewProvisioner(router, log)
 	defer prov.Close()
 	if err := provisionAll(ctx, db, prov); err != nil {
 		return runtimeErr(err)
@@ -117,7 +119,21 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if err != nil {
 		return runtimeErr(err)
 	}
-	revoke := revokers{executorTokens}
+	viewTokens, err := auth.OpenViewTokens(ctx, auth.ViewTokenOptions{Store: db, TTL: cfg.Files.ViewTokenTTL}) // fs.mount views
+	if err != nil {
+		return runtimeErr(err)
+	}
+	brain, err := openBrainAccess(ctx, db, c.getenv) // model gateway and session tools of executor brains
+	if err != nil {
+		return usageErr(fmt.Errorf("configuration error: %w", err))
+	}
+	execs, err := openExecutorSide(cfg.Executor, executorTokens, brain.creds, log)
+	if err != nil {
+		return runtimeErr(err)
+	}
+	defer execs.close(context.WithoutCancel(ctx), cfg.ShutdownTimeout, log)
+	router.shell = execs.shell
+	revoke := revokers{executorTokens, execs.hub}
 
 	claude, gpt := anthropic.New(nil), openai.New(nil)
 	defer claude.Close()
@@ -150,9 +166,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if cfg.MaxSubagents == 0 {
 		opts.MaxSubagents = -1 // BAE_MAX_SUBAGENTS_PER_SESSION=0 allows none; the engine reads 0 as "default"
 	}
-	if runner != nil {
-		opts.Sandboxes = runner
-	}
+	opts.Sandboxes = router
+	opts.Executors, opts.ExecutorCallTimeout = execs.hands, cfg.Executor.CallTimeout
+	opts.Brains = execs.hub // profiles whose brain is an executor's agent loop
 	eng := engine.New(opts)
 	defer eng.Close()
 
@@ -162,12 +178,15 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		}
 	}
 
-	client := httpapi.New(httpapi.Options{
+	var client *httpapi.Server
+	brain.attach(eng, func() string { return client.URL() })
+	client = httpapi.New(httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
-		Clients: eng, V1Store: db, ExecutorTokens: executorTokens,
+		Clients: eng, V1Store: db, ExecutorTokens: executorTokens, Executors: execs.hub, Mount: brain.routes(execs.hub, log),
 		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
 		MinClientVersion: cfg.Limits.MinClientVersion,
+		Files:            db, ViewTokens: viewTokens, FileLimits: cfg.Files.Limits,
 	})
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {
@@ -215,6 +234,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	execs.close(sctx, cfg.ShutdownTimeout, log) // drain, then 1001: executors come back after a restart
 	errC := client.Shutdown(sctx)
 	errA := admin.Shutdown(sctx)
 	if err := errors.Join(errC, errA); err != nil {

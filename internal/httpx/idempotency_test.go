@@ -394,6 +394,7 @@ func TestIdempotentRoutes(t *testing.T) {
 		"POST /api/v1/sessions//join", "POST /api/v1/sessions/a/b/join", "DELETE /api/v1/sessions/ses_1",
 		"POST /admin/v1/keys", "POST /v1x",
 		"POST /v1/environments/env_1/token", "POST /v1/machines/mch_1/token", "POST /v1/executors/token",
+		"POST /v1/model/v1/messages", "POST /v1/model/v1/chat/completions", "POST /v1/sessions/ses_1/mcp",
 	} {
 		m, p, _ := strings.Cut(c, " ")
 		got[c] = idempotent(m, p)
@@ -404,6 +405,7 @@ func TestIdempotentRoutes(t *testing.T) {
 		"POST /api/v1/sessions//join": false, "POST /api/v1/sessions/a/b/join": false, "DELETE /api/v1/sessions/ses_1": false,
 		"POST /admin/v1/keys": false, "POST /v1x": false,
 		"POST /v1/environments/env_1/token": false, "POST /v1/machines/mch_1/token": false, "POST /v1/executors/token": false,
+		"POST /v1/model/v1/messages": false, "POST /v1/model/v1/chat/completions": false, "POST /v1/sessions/ses_1/mcp": false,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("coverage (-want +got):\n%s", diff)

@@ -33,8 +33,10 @@ func V1Status(code string) (v1code string, status int) {
 	case baton.ECodeNotFound:
 		return v1NotFound, http.StatusNotFound
 	case baton.ECodeBadRequest, baton.ECodeInvalidParams, baton.ECodeUnprocessable,
-		baton.ECodePayloadTooLarge, baton.ECodeUnsupportedMediaType:
+		baton.ECodeUnsupportedMediaType:
 		return v1InvalidRequest, http.StatusBadRequest
+	case baton.ECodePayloadTooLarge: // the code set stays closed; the status says why
+		return v1InvalidRequest, http.StatusRequestEntityTooLarge
 	case baton.ECodeConflict, baton.ECodeSessionClosed, baton.ECodeNotOpen, baton.ECodeDuplicateName:
 		return v1Conflict, http.StatusConflict
 	case v1ClientOutdated:

@@ -1,0 +1,419 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/baton-engine/baton"
+)
+
+// brainSink is the engine's baton.AgentSink: what agent executors report
+// about brain sessions becomes session events and moves the turns on.
+type brainSink struct{ e *Engine }
+
+var _ baton.AgentSink = brainSink{}
+
+// agentTypes are the AgentEvent types stored under their own type; any
+// other agent.* type is stored as is too, and anything else as
+// agent.event (its payload keeps the executor's type), so that an
+// executor cannot write the server's own event types.
+var agentTypes = []string{
+	"agent.message", "agent.thinking", "agent.tool_use", "agent.tool_result", "agent.custom_tool_use",
+	"agent.error", "session.status_running", "session.status_idle",
+}
+
+// storedType is the event type an agent event is stored under.
+func storedType(typ string) string {
+	for _, t := range agentTypes {
+		if t == typ {
+			return typ
+		}
+	}
+	if strings.HasPrefix(typ, "agent.") {
+		return typ
+	}
+	return "agent.event"
+}
+
+// agentPayload returns the type an agent event is stored under and its
+// payload: the event's members (type dropped, unless it is stored as
+// agent.event) with turn_id and event_id.
+func agentPayload(ev *baton.AgentEvent) (string, map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Event, &fields); err != nil || fields == nil {
+		return "", nil, baton.Errorf(baton.ECodeInvalidParams, "agent event is not an object")
+	}
+	typ := storedType(ev.Type)
+	if typ == ev.Type {
+		delete(fields, "type")
+	} else {
+		fields["type"] = mustJSON(ev.Type)
+	}
+	fields["turn_id"], fields["event_id"] = mustJSON(ev.TurnID), mustJSON(ev.EventID)
+	return typ, fields, nil
+}
+
+// lookupBrain returns the brain session an executor reports about, creating
+// it for an open session whose profile's brain is machine ("" skips that
+// check). It is nil, with no error, for a session that is not open: the
+// report is acknowledged and dropped.
+func (e *Engine) lookupBrain(ctx context.Context, sessionID, machine string) (*brainSession, error) {
+	if bs := e.brains.get(sessionID); bs != nil {
+		if machine != "" && bs.machine != machine {
+			return nil, baton.Errorf(baton.ECodeForbidden, "session %s is not routed to machine %s", sessionID, machine)
+		}
+		return bs, nil
+	}
+	s, err := e.store.Session(ctx, sessionID)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		return nil, baton.Errorf(baton.ECodeForbidden, "unknown session %s", sessionID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.State != baton.StateOpen {
+		return nil, nil
+	}
+	prof, err := e.store.Profile(ctx, s.ProfileID)
+	if err != nil {
+		return nil, err
+	}
+	if !prof.Brain.Executor() || machine != "" && prof.Brain.MachineID != machine {
+		return nil, baton.Errorf(baton.ECodeForbidden, "session %s is not routed to machine %s", sessionID, machine)
+	}
+	return e.brains.session(sessionID, prof.Brain.MachineID), nil
+}
+
+// loadSeenLocked reads the event ids of the session's stored agent events,
+// once, so that an event re-sent after a restart is not stored twice.
+func (e *Engine) loadSeenLocked(ctx context.Context, bs *brainSession) error {
+	if bs.loaded {
+		return nil
+	}
+	evs, err := e.store.EventsOfType(ctx, bs.id, append(agentTypes, "agent.event"))
+	if err != nil {
+		return err
+	}
+	bs.seen = map[string]bool{}
+	for _, ev := range evs {
+		var p struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.EventID != "" {
+			bs.seen[p.EventID] = true
+		}
+	}
+	bs.loaded = true
+	return nil
+}
+
+// AgentEvent stores one agent event (once per event_id) and applies it
+// to the turn it belongs to.
+func (k brainSink) AgentEvent(ctx context.Context, ev *baton.AgentEvent) error {
+	e := k.e
+	bs, err := e.lookupBrain(ctx, ev.SessionID, ev.MachineID)
+	if err != nil || bs == nil {
+		return err
+	}
+	typ, fields, err := agentPayload(ev)
+	if err != nil {
+		return err
+	}
+	var declared []baton.ToolDef
+	if ev.Type == baton.AgentCustomToolUse {
+		if s, err := e.sessionRow(ctx, bs.id); err == nil {
+			declared = s.ClientTools[bs.actorOf(ev.TurnID)]
+		}
+	}
+
+	bs.mu.Lock()
+	if err := e.loadSeenLocked(ctx, bs); err != nil {
+		bs.mu.Unlock()
+		return err
+	}
+	if bs.seen[ev.EventID] || bs.closed {
+		bs.mu.Unlock()
+		return nil
+	}
+	actor := bs.actor
+	if t := bs.turn; t != nil && t.id == ev.TurnID {
+		actor = t.actor
+	}
+	bs.mu.Unlock()
+	stored := baton.NewEvent(bs.id, actor, typ, fields)
+	if err := e.store.Append(ctx, stored); err != nil {
+		return err
+	}
+
+	bs.mu.Lock()
+	bs.seen[ev.EventID] = true
+	t := bs.turn
+	if t == nil || t.id != ev.TurnID {
+		bs.mu.Unlock()
+		return nil // another turn's, or one that ended here
+	}
+	for _, c := range t.calls {
+		c.events = append(c.events, stored)
+	}
+	var paused []ending
+	var idle string
+	switch ev.Type {
+	case baton.AgentMessage:
+		bl, _ := blocks(blocksOf(fields["content"]))
+		for _, c := range t.calls {
+			for _, b := range bl {
+				c.content = append(c.content, b.Raw)
+			}
+		}
+	case baton.AgentError:
+		var m string
+		_ = json.Unmarshal(fields["message"], &m)
+		t.lastErr = m
+	case baton.AgentCustomToolUse:
+		var name string
+		_ = json.Unmarshal(fields["name"], &name)
+		input := fields["input"]
+		if len(input) == 0 || string(input) == "null" {
+			input = json.RawMessage(`{}`)
+		}
+		if !declares(declared, name) {
+			bs.mu.Unlock()
+			if err := e.brains.b.CustomToolResult(bs.id, ev.EventID, baton.ClientResult{
+				Content: mustJSON("tool " + name + " is not declared by the acting client"), IsError: true,
+			}); err != nil {
+				e.log.Warn("custom tool refusal not delivered", "session_id", bs.id, "err", err)
+			}
+			return nil
+		}
+		t.uses = append(t.uses, customUse{toolUse: toolUse{ID: ev.EventID, Name: name, Input: input}})
+		paused = bs.pauseLocked(e, t)
+	case baton.AgentStatusIdle:
+		var o string
+		_ = json.Unmarshal(fields["turn_outcome"], &o)
+		idle = o
+		if idle == "" {
+			idle = baton.OutcomeCompleted
+		}
+	}
+	bs.mu.Unlock()
+	finishAll(paused)
+	if idle != "" {
+		e.endTurn(bs, t, func(c *brainCall) *baton.TurnResult {
+			switch idle {
+			case baton.OutcomeCanceled:
+				return c.text(cancelledText)
+			case baton.OutcomeFailed:
+				if t.lastErr != "" {
+					return c.text("The agent turn failed: " + t.lastErr)
+				}
+				return c.text("The agent turn failed.")
+			}
+			return c.message()
+		})
+	}
+	return nil
+}
+
+// actorOf returns the acting client of turnID, or of the latest turn.
+func (bs *brainSession) actorOf(turnID string) string {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if t := bs.turn; t != nil && t.id == turnID {
+		return t.actor
+	}
+	return bs.actor
+}
+
+func declares(tools []baton.ToolDef, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// AgentDelta relays a text preview live, as the provider loop's deltas
+// are: {"text":…} or a JSON string carry text; other previews (tool input,
+// thinking) are not relayed.
+func (k brainSink) AgentDelta(d *baton.AgentDelta) {
+	e := k.e
+	bs := e.brains.get(d.SessionID)
+	if bs == nil {
+		return
+	}
+	var text string
+	if json.Unmarshal(d.Delta, &text) != nil {
+		var obj struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(d.Delta, &obj) != nil || obj.Type != "" && obj.Type != "text_delta" && obj.Type != "text" {
+			return
+		}
+		text = obj.Text
+	}
+	if text == "" {
+		return
+	}
+	e.hub.Publish(baton.Notice{Delta: &baton.Delta{SessionID: d.SessionID, ClientKeyID: bs.actorOf(d.TurnID), Text: text}})
+}
+
+// Interaction records interaction.request for the session's drivers.
+func (k brainSink) Interaction(ctx context.Context, in *baton.Interaction) error {
+	e := k.e
+	bs, err := e.lookupBrain(ctx, in.SessionID, "")
+	if err != nil {
+		return err
+	}
+	if bs == nil {
+		return baton.Errorf(baton.ECodeSessionClosed, "session %s is not open", in.SessionID)
+	}
+	p := map[string]any{"interaction_id": in.ID, "kind": in.Kind, "prompt": in.Prompt, "turn_id": in.TurnID}
+	if in.ToolUseID != "" {
+		p["tool_use_id"] = in.ToolUseID
+	}
+	if len(in.Options) > 0 && string(in.Options) != "null" {
+		p["options"] = in.Options
+	}
+	if in.ExpiresAt != nil {
+		p["expires_at"] = baton.FormatTime(*in.ExpiresAt)
+	}
+	return e.brainRecord(ctx, bs, bs.actorOf(in.TurnID), baton.EventInteractionRequest, p)
+}
+
+// InteractionEnded records an expiry (interaction.response) or a
+// withdrawal (interaction.cancel).
+func (k brainSink) InteractionEnded(ctx context.Context, sessionID, interactionID, status, reason string) {
+	e := k.e
+	bs, err := e.lookupBrain(ctx, sessionID, "")
+	if err != nil || bs == nil {
+		return
+	}
+	typ, p := baton.EventInteractionResponse, map[string]any{"interaction_id": interactionID, "status": status}
+	if status == baton.InteractionCanceled {
+		typ, p = baton.EventInteractionCancel, map[string]any{"interaction_id": interactionID, "reason": reason}
+	}
+	if err := e.brainRecord(ctx, bs, bs.actorOf(""), typ, p); err != nil {
+		e.log.Error("record interaction end", "session_id", sessionID, "err", err)
+	}
+}
+
+// brainRecord appends one event of the brain session, attributed to
+// actor, and adds it to the events of the calls attached to its turn.
+func (e *Engine) brainRecord(ctx context.Context, bs *brainSession, actor, typ string, payload any) error {
+	ev := baton.NewEvent(bs.id, actor, typ, payload)
+	if err := e.store.Append(ctx, ev); err != nil {
+		return err
+	}
+	bs.mu.Lock()
+	if t := bs.turn; t != nil {
+		for _, c := range t.calls {
+			c.events = append(c.events, ev)
+		}
+	}
+	bs.mu.Unlock()
+	return nil
+}
+
+// AgentLost ends the session's turn: its executor is gone for good.
+func (k brainSink) AgentLost(sessionID string, err error) {
+	e := k.e
+	bs := e.brains.get(sessionID)
+	if bs == nil {
+		return
+	}
+	bs.mu.Lock()
+	t := bs.turn
+	bs.mu.Unlock()
+	if t == nil {
+		return
+	}
+	e.log.Warn("brain turn lost", "session_id", sessionID, "turn_id", t.id, "err", err)
+	werr := brainLost(err)
+	e.endTurn(bs, t, func(*brainCall) *baton.TurnResult { return &baton.TurnResult{Err: werr} })
+}
+
+// RespondInteraction serves session.respondInteraction (Baton extension):
+// any registered driver answers an open interaction of the session; the
+// first answer wins.
+func (e *Engine) RespondInteraction(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
+	if _, err := e.driverGate(key, "session.respondInteraction"); err != nil {
+		return nil, err
+	}
+	if _, err := e.openSession(ctx, key.Name); err != nil {
+		return nil, err
+	}
+	var p struct {
+		ID     *string         `json:"interaction_id"`
+		Answer json.RawMessage `json:"answer"`
+	}
+	if params != nil && json.Unmarshal(params, &p) != nil {
+		return nil, baton.Errorf(baton.ECodeInvalidParams, "Invalid params: params must be an object")
+	}
+	if p.ID == nil || *p.ID == "" {
+		return nil, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "interaction_id"`)
+	}
+	ans, err := parseAnswer(p.Answer)
+	if err != nil {
+		return nil, err
+	}
+	if e.brains.b == nil {
+		return nil, baton.Errorf(baton.ECodeSessionFailed, "unknown interaction %s", *p.ID)
+	}
+	if err := e.brains.b.RespondInteraction(key.Name, *p.ID, ans); err != nil {
+		switch baton.ErrorCode(err) {
+		case baton.ECodeNotFound:
+			return nil, baton.Errorf(baton.ECodeSessionFailed, "unknown interaction %s", *p.ID)
+		case baton.ECodeConflict:
+			return nil, baton.Errorf(baton.ECodeSessionFailed, "interaction %s is no longer open: the first answer wins", *p.ID)
+		}
+		return nil, err
+	}
+	payload := map[string]any{"interaction_id": *p.ID, "status": baton.InteractionResolved, "answer": ans}
+	if bs := e.brains.get(key.Name); bs != nil {
+		err = e.brainRecord(ctx, bs, key.ClientID, baton.EventInteractionResponse, payload)
+	} else {
+		err = e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, baton.EventInteractionResponse, payload))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]bool{"answered": true}, nil
+}
+
+// parseAnswer reads an answer: {"decision"?: "allow"|"deny", "text"?: …}
+// or a string (the text).
+func parseAnswer(raw json.RawMessage) (baton.InteractionAnswer, error) {
+	var a baton.InteractionAnswer
+	if len(raw) == 0 || string(raw) == "null" {
+		return a, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "answer"`)
+	}
+	if json.Unmarshal(raw, &a.Text) == nil {
+		if a.Text == "" {
+			return a, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: "answer" is empty`)
+		}
+		return a, nil
+	}
+	var obj struct {
+		Decision *string `json:"decision"`
+		Text     *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return a, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: "answer" must be a string or {"decision","text"}`)
+	}
+	if obj.Decision != nil {
+		if *obj.Decision != "allow" && *obj.Decision != "deny" {
+			return a, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: "answer.decision" must be "allow" or "deny"`)
+		}
+		a.Decision = *obj.Decision
+	}
+	if obj.Text != nil {
+		a.Text = *obj.Text
+	}
+	if a.Decision == "" && a.Text == "" {
+		return a, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: "answer" needs a "decision" or a "text"`)
+	}
+	return a, nil
+}

@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-engine/baton"
+)
+
+// dispatchExecutor marks calls served by the executors of an environment
+// the profile lists in executor_environments (spec/executor.md).
+const dispatchExecutor = "executor"
+
+// recordAfter is how long an executor call may run before its
+// executor.tool.call record is committed on its own.
+const recordAfter = 10 * time.Millisecond
+
+// progressEvery is the least time between two stored progress reports of
+// one executor call; reports in between are dropped (tool.progress is
+// lossy anyway).
+const progressEvery = 250 * time.Millisecond
+
+// execTarget is where an executor tool name routes.
+type execTarget struct {
+	env     string // environment id
+	profile string // the session's profile, sent with session.assign
+}
+
+// withExecutors returns base plus the tools of the live executors of the
+// profile's environments, read now: it runs before every model call, so
+// an executor that connects during a turn is seen by its next call.
+//
+// A name is advertised once. Names the acting client declared (client,
+// sandbox and subagent tools), remote_subagent_status, MCP tools and the
+// client__ prefix of registered clients keep their owners; between
+// environments the first in the profile's order wins, and within one the
+// executor with the smallest id defines the tool.
+func (tc *turnCtx) withExecutors(prof *baton.Profile, base *toolset) *toolset {
+	x := tc.e.executors
+	if x == nil || len(prof.ExecutorEnvironments) == 0 {
+		return base
+	}
+	tools := x.Tools(prof.ExecutorEnvironments)
+	if len(tools) == 0 {
+		return base
+	}
+	ts := *base
+	ts.defs = append(make([]json.RawMessage, 0, len(base.defs)+len(tools)), base.defs...)
+	ts.executor = make(map[string]execTarget, len(tools))
+	for _, t := range tools {
+		n := t.Name
+		if ts.client[n] || ts.sandbox[n] || ts.subagent[n] || n == reservedToolName || ts.mcp[n] != "" ||
+			strings.HasPrefix(n, registeredPrefix) {
+			continue
+		}
+		if _, dup := ts.executor[n]; dup {
+			continue
+		}
+		ts.executor[n] = execTarget{env: t.EnvironmentID, profile: prof.ID}
+		schema := t.InputSchema
+		if len(schema) == 0 || string(schema) == "null" || string(schema) == "{}" {
+			schema = json.RawMessage(`{"type":"object"}`) // what providers require at least
+		}
+		ts.defs = append(ts.defs, mustJSON(struct {
+			Name        string          `json:"name"`
+			Description *string         `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}{n, t.Description, schema}))
+	}
+	return &ts
+}
+
+// dispatchExecutor runs one call on the session's executor in the tool's
+// environment and returns its tool_result. It never pauses the turn: a
+// failure (no executor, over capacity, timeout, the executor gone past
+// its resume window, the turn cancelled) is an error result saying why.
+//
+// Events: executor.tool.call (committed with the result, or after
+// recordAfter for a slower call), executor.tool.progress at most every
+// progressEvery, then executor.tool.result and tool.result, held to
+// share a commit with what the turn records next.
+func (tc *turnCtx) dispatchExecutor(u toolUse, target execTarget) (json.RawMessage, error) {
+	e, id, actor := tc.e, tc.a.id, tc.t.actor
+	callID := baton.NewID("call_")
+	// The call's record is held with the turn's tool.call events: a call
+	// answered within recordAfter commits it together with its result
+	// and the next model request, one commit instead of two on the
+	// call's path; a slower one gets it committed at recordAfter (by a
+	// timer goroutine the dispatch waits for), so that observers see
+	// long calls start. A progress report commits it too, in order.
+	tc.hold(baton.NewEvent(id, actor, baton.EventExecutorToolCall, map[string]any{
+		"tool_use_id": u.ID, "tool_call_id": callID, "environment_id": target.env,
+		"tool": u.Name, "input": u.Input, "timeout_ms": e.executorTimeout.Milliseconds(),
+	}))
+	recorded := make(chan error, 1)
+	timer := time.AfterFunc(recordAfter, func() { recorded <- tc.emitBehind() })
+	pr := &progress{tc: tc, useID: u.ID, callID: callID}
+	res, err := e.executors.Call(tc.t.ctx, baton.ExecutorCall{
+		SessionID: id, ProfileID: target.profile, EnvironmentID: target.env,
+		ToolCallID: callID, Name: u.Name, Input: u.Input, Timeout: e.executorTimeout,
+		OnProgress: pr.report,
+	})
+	pr.finish()
+	if !timer.Stop() {
+		if err := <-recorded; err != nil {
+			return nil, err
+		}
+	}
+
+	var executorID any
+	if res.ExecutorID != "" {
+		executorID = res.ExecutorID
+	}
+	p := map[string]any{"tool_use_id": u.ID, "tool_call_id": callID, "environment_id": target.env, "executor_id": executorID}
+	content, isErr := executorContent(res.Content), res.IsError
+	if err != nil {
+		msg := baton.ErrorMessage(err)
+		content, isErr = textContent("executor error: "+msg), true
+		p["error"] = msg
+	}
+	p["is_error"], p["content"] = isErr, content
+	tc.hold(
+		baton.NewEvent(id, actor, baton.EventExecutorToolResult, p),
+		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
+			"tool_use_id": u.ID, "dispatch": dispatchExecutor, "is_error": isErr, "content": content,
+		}),
+	)
+	return toolResult(u.ID, content, isErr), nil
+}
+
+// progress stores one call's tool.progress reports, throttled, and
+// never after the call's result.
+type progress struct {
+	tc            *turnCtx
+	useID, callID string
+
+	mu       sync.Mutex
+	last     time.Time
+	busy     bool // a report is being stored; later ones are dropped
+	finished bool
+	wg       sync.WaitGroup
+}
+
+// report runs on the executor connection's reader; it stores the report
+// unless one was stored less than progressEvery ago or is being stored.
+func (p *progress) report(r baton.ExecutorProgress) {
+	now := time.Now()
+	p.mu.Lock()
+	if p.finished || p.busy || now.Sub(p.last) < progressEvery {
+		p.mu.Unlock()
+		return
+	}
+	p.busy, p.last = true, now
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	tc := p.tc
+	_ = tc.emit(baton.NewEvent(tc.a.id, tc.t.actor, baton.EventExecutorToolProgress, map[string]any{
+		"tool_use_id": p.useID, "tool_call_id": p.callID,
+		"message": r.Message, "progress": r.Progress, "total": r.Total,
+	}))
+	p.mu.Lock()
+	p.busy = false
+	p.mu.Unlock()
+}
+
+// finish stops reports and waits for one being stored.
+func (p *progress) finish() {
+	p.mu.Lock()
+	p.finished = true
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// executorContent turns an executor's result content into tool_result
+// content: a block array passes (artifact blocks, which models do not
+// know, become a text line naming the artifact), a string becomes a text
+// block, and any other JSON value becomes a text block of its JSON.
+func executorContent(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`[]`)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return textContent(s)
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return textContent(string(raw))
+	}
+	changed := false
+	for i, it := range items {
+		var b struct {
+			Type       *string `json:"type"`
+			ArtifactID string  `json:"artifact_id"`
+			Name       string  `json:"name"`
+			MediaType  string  `json:"media_type"`
+			Size       int64   `json:"size"`
+		}
+		if json.Unmarshal(it, &b) != nil || b.Type == nil {
+			return textContent(string(raw)) // not a block array
+		}
+		if *b.Type == "artifact" {
+			items[i] = mustJSON(map[string]string{"type": "text", "text": fmt.Sprintf(
+				"[artifact %s: %s (%s, %d bytes)]", b.ArtifactID, b.Name, b.MediaType, b.Size)})
+			changed = true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	return mustJSON(items)
+}

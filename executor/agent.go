@@ -1,0 +1,505 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/proto"
+)
+
+// The brain side of the hub (baton.Brains): sessions whose turns run on an
+// agent executor of their machine. An agent session is opened by its first
+// turn.start (no session.assign) on the machine's least loaded agent
+// executor and stays with that executor: across reconnects that resume it,
+// for the resume window while it is away, until session.close. Durable
+// agent events are deduplicated by event_id and taken in sequence order;
+// requests to the executor that must arrive (interaction.response,
+// agent.custom_tool_result, session.close) are held and re-sent, on every
+// new connection, until the executor answers them.
+
+// Errors of the brain side; test them with errors.Is.
+var (
+	ErrTurnRunning    = &baton.Error{Code: baton.ECodeConflict, Message: "a turn is running on the agent session"}
+	ErrTurnNotRunning = &baton.Error{Code: baton.ECodeConflict, Message: "the executor does not run this turn"}
+	ErrNoAgentSession = &baton.Error{Code: baton.ECodeNotFound, Message: "no agent session"}
+	ErrNoInteraction  = &baton.Error{Code: baton.ECodeNotFound, Message: "no such interaction"}
+	ErrAnswered       = &baton.Error{Code: baton.ECodeConflict, Message: "the interaction is no longer open"}
+	ErrAgentClosing   = &baton.Error{Code: baton.ECodeConflict, Message: "the agent session is closing"}
+)
+
+var _ baton.Brains = (*Hub)(nil)
+
+// agents is the hub's brain state, guarded by Hub.mu; its maps are made
+// on first use.
+type agents struct {
+	sink     baton.AgentSink
+	sessions map[string]*agentSession // by session id
+	refs     map[string]string        // last executor_session_ref, by session id
+	byKey    map[string]*interaction  // by ixKey
+	byID     map[string]*interaction  // by platform interaction id
+}
+
+func (g *agents) init() {
+	if g.sessions == nil {
+		g.sessions = map[string]*agentSession{}
+		g.refs = map[string]string{}
+		g.byKey = map[string]*interaction{}
+		g.byID = map[string]*interaction{}
+	}
+}
+
+// agentSession is one brain session on one executor. Fields are guarded
+// by Hub.mu, except deliver.
+type agentSession struct {
+	id        string
+	execID    string
+	machineID string
+	epochs    []int64         // every epoch given, oldest first; the last is current
+	turns     map[string]bool // turn ids started
+	running   string          // the running turn as far as events tell; "" when idle
+	lastIdle  string          // the last turn whose session.status_idle came
+	acked     int64           // highest sequence taken
+	seen      seen            // event ids taken
+	custom    map[string]bool // tool_use_ids whose result is held or delivered
+	out       []*delivery     // requests held until the executor answers
+	closing   bool            // CloseAgent was called
+	ended     bool
+	lost      Timer // the resume window while its executor is away
+	lostGen   int
+
+	deliver sync.Mutex // one event delivery at a time, across connections
+}
+
+func (a *agentSession) epoch() int64 { return a.epochs[len(a.epochs)-1] }
+
+// delivery is a harness → executor request re-sent until answered.
+type delivery struct {
+	key      string // one pending delivery per key
+	method   string
+	params   any
+	inflight bool
+	answered func(res json.RawMessage) // runs under Hub.mu once answered; may be nil
+}
+
+// Attach sets the sink of agent reports (the engine).
+func (h *Hub) Attach(sink baton.AgentSink) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ag.init()
+	h.ag.sink = sink
+}
+
+// StartTurn implements baton.Brains.
+func (h *Hub) StartTurn(ctx context.Context, t *baton.BrainTurn) error {
+	if t.SessionID == "" || t.TurnID == "" || t.MachineID == "" {
+		return baton.Errorf(baton.ECodeInvalidParams, "turn.start: missing session, turn or machine id")
+	}
+	h.mu.Lock()
+	h.ag.init()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if a := h.ag.sessions[t.SessionID]; a != nil {
+		if a.closing {
+			h.mu.Unlock()
+			return ErrAgentClosing
+		}
+		rec, c := h.agentConnLocked(a)
+		if c == nil {
+			h.mu.Unlock()
+			return fmt.Errorf("%w (executor %s)", ErrDetached, a.execID)
+		}
+		epoch := a.epoch()
+		h.mu.Unlock()
+		return h.sendStart(ctx, a, rec, c, t, epoch)
+	}
+	if h.draining {
+		h.mu.Unlock()
+		return ErrDraining
+	}
+	cands := h.agentCandidatesLocked(t.MachineID)
+	h.mu.Unlock()
+	if len(cands) == 0 {
+		return fmt.Errorf("%w: no agent executor of machine %s is connected with room for a session", ErrNoExecutor, t.MachineID)
+	}
+	var last error
+	for _, rec := range cands {
+		h.mu.Lock()
+		if h.ag.sessions[t.SessionID] != nil {
+			h.mu.Unlock()
+			return fmt.Errorf("%w: the agent session opened meanwhile", ErrTurnRunning)
+		}
+		c := rec.conn
+		if h.closed || c == nil || c.closing {
+			h.mu.Unlock()
+			continue
+		}
+		h.epoch++
+		a := &agentSession{id: t.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
+			turns: map[string]bool{}, custom: map[string]bool{}}
+		h.ag.sessions[t.SessionID] = a // before turn.start: its events may come before its answer
+		h.mu.Unlock()
+		last = h.sendStart(ctx, a, rec, c, t, a.epoch())
+		if last == nil {
+			return nil
+		}
+		h.mu.Lock()
+		if h.ag.sessions[t.SessionID] == a && a.acked == 0 {
+			h.endAgentLocked(a)
+		}
+		h.mu.Unlock()
+		if ctx.Err() != nil || !(errors.Is(last, ErrOverCapacity) || errors.Is(last, proto.ErrClosed)) {
+			break
+		}
+	}
+	return last
+}
+
+// sendStart sends turn.start for t on c at epoch.
+func (h *Hub) sendStart(ctx context.Context, a *agentSession, rec *execRec, c *conn, t *baton.BrainTurn, epoch int64) error {
+	h.mu.Lock()
+	creds := t.Credentials
+	if creds == nil {
+		creds = h.creds
+	}
+	h.mu.Unlock()
+	var md baton.TurnMetadata
+	if creds != nil {
+		var err error
+		if md, err = creds.Issue(ctx, t.SessionID, t.TurnID, t.MachineID, epoch); err != nil {
+			return fmt.Errorf("turn credentials: %w", err)
+		}
+	}
+	h.mu.Lock()
+	p := proto.TurnStartParams{
+		SessionID: t.SessionID, TurnID: t.TurnID, Input: t.Input, ExecutorSessionRef: h.ag.refs[t.SessionID],
+		Metadata: proto.TurnMetadata{
+			ModelBaseURL: md.ModelBaseURL, ModelToken: md.ModelToken, ModelTokenExpiresAt: md.ModelTokenExpiresAt,
+			ToolsMCPURL: md.ToolsMCPURL, ToolsMCPToken: md.ToolsMCPToken, Epoch: epoch,
+		},
+	}
+	if ag := rec.caps.Agent; ag != nil && ag.CustomTools {
+		for _, d := range t.CustomTools {
+			p.Metadata.CustomTools = append(p.Metadata.CustomTools, proto.ToolDef(d))
+		}
+	}
+	h.mu.Unlock()
+	if len(p.Input) == 0 {
+		p.Input = json.RawMessage(`[]`)
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.callTimeout)
+	defer cancel()
+	var res proto.TurnStartResult
+	err := c.peer.Call(cctx, proto.MethodTurnStart, p, &res)
+	var pe *proto.Error
+	switch {
+	case errors.As(err, &pe) && pe.Code == proto.CodeConflict:
+		return fmt.Errorf("%w: %s", ErrTurnRunning, pe.Message)
+	case errors.As(err, &pe) && pe.Code == proto.CodeOverCapacity:
+		return fmt.Errorf("%w: executor %s: %s", ErrOverCapacity, rec.id, pe.Message)
+	case errors.As(err, &pe):
+		return baton.Errorf(baton.ECodeUnavailable, "executor %s refused turn.start: %s", rec.id, pe.Message)
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return fmt.Errorf("%w: turn.start on executor %s: %w", ErrDetached, rec.id, err)
+	case !res.Accepted:
+		return fmt.Errorf("%w: executor %s did not accept the turn", ErrOverCapacity, rec.id)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a.turns[t.TurnID] = true
+	if a.lastIdle != t.TurnID { // its end may come before turn.start's answer
+		a.running = t.TurnID
+	}
+	if res.ExecutorSessionRef != "" {
+		h.ag.refs[t.SessionID] = res.ExecutorSessionRef
+	}
+	return nil
+}
+
+// agentCandidatesLocked lists the connected agent executors of a machine
+// with room for one more agent session, least loaded first.
+func (h *Hub) agentCandidatesLocked(machineID string) []*execRec {
+	load := map[string]int{}
+	for _, a := range h.ag.sessions {
+		load[a.execID]++
+	}
+	var out []*execRec
+	for _, r := range h.execs {
+		ag := r.caps.Agent
+		if r.scope != baton.ExecutorScopeMachine || r.machineID != machineID || ag == nil ||
+			r.conn == nil || r.conn.closing || ag.MaxSessions > 0 && load[r.id] >= ag.MaxSessions {
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y *execRec) int {
+		if d := load[x.id] - load[y.id]; d != 0 {
+			return d
+		}
+		return strings.Compare(x.id, y.id)
+	})
+	return out
+}
+
+// agentConnLocked returns the agent session's executor and its live
+// connection (nil while it is away).
+func (h *Hub) agentConnLocked(a *agentSession) (*execRec, *conn) {
+	rec := h.execs[a.execID]
+	if a.ended || rec == nil || rec.conn == nil || rec.conn.closing {
+		return rec, nil
+	}
+	return rec, rec.conn
+}
+
+// agentRequest sends one request of an open agent session on its live
+// connection.
+func (h *Hub) agentRequest(ctx context.Context, sessionID, method string, params, result any) error {
+	h.mu.Lock()
+	a := h.ag.sessions[sessionID]
+	if a == nil {
+		h.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNoAgentSession, sessionID)
+	}
+	_, c := h.agentConnLocked(a)
+	h.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("%w (executor %s)", ErrDetached, a.execID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.callTimeout)
+	defer cancel()
+	return c.peer.Call(ctx, method, params, result)
+}
+
+// TurnInput implements baton.Brains.
+func (h *Hub) TurnInput(ctx context.Context, sessionID, turnID, inputID string, input json.RawMessage) error {
+	var ack proto.Ack
+	err := h.agentRequest(ctx, sessionID, proto.MethodTurnInput,
+		proto.TurnInputParams{SessionID: sessionID, TurnID: turnID, InputID: inputID, Input: input}, &ack)
+	var pe *proto.Error
+	switch {
+	case errors.As(err, &pe) && pe.Code == proto.CodeConflict:
+		return fmt.Errorf("%w: %s", ErrTurnNotRunning, pe.Message)
+	case errors.As(err, &pe):
+		return baton.Errorf(baton.ECodeUnavailable, "the executor refused turn.input: %s", pe.Message)
+	}
+	return err
+}
+
+// CancelTurn implements baton.Brains.
+func (h *Hub) CancelTurn(ctx context.Context, sessionID, turnID string) (bool, error) {
+	var res proto.TurnCancelResult
+	err := h.agentRequest(ctx, sessionID, proto.MethodTurnCancel, proto.TurnCancelParams{SessionID: sessionID, TurnID: turnID}, &res)
+	if errors.Is(err, ErrNoAgentSession) {
+		return false, nil
+	}
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return false, baton.Errorf(baton.ECodeUnavailable, "the executor refused turn.cancel: %s", pe.Message)
+	}
+	return res.Canceled, err
+}
+
+// CloseAgent implements baton.Brains: session.close is held until the
+// executor answers; the agent session ends with its session.ended (or at
+// once when the executor does not know it).
+func (h *Hub) CloseAgent(sessionID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ag.init()
+	delete(h.ag.refs, sessionID)
+	a := h.ag.sessions[sessionID]
+	if a == nil || a.closing {
+		return
+	}
+	a.closing = true
+	h.dropInteractionsLocked(sessionID)
+	a.out = nil // answers and results no longer matter
+	h.holdLocked(a, &delivery{key: "close", method: proto.MethodSessionClose, params: proto.SessionCloseParams{SessionID: sessionID},
+		answered: func(res json.RawMessage) {
+			var r proto.SessionCloseResult
+			if json.Unmarshal(res, &r) == nil && !r.Closed {
+				h.endAgentLocked(a)
+			}
+		}})
+}
+
+// holdLocked queues d (unless one with its key is pending) and sends
+// what the live connection can take.
+func (h *Hub) holdLocked(a *agentSession, d *delivery) {
+	if a.ended || slices.ContainsFunc(a.out, func(x *delivery) bool { return x.key == d.key }) {
+		return
+	}
+	a.out = append(a.out, d)
+	h.flushLocked(a)
+}
+
+// flushLocked sends every held request that is not in flight on the
+// live connection, if there is one.
+func (h *Hub) flushLocked(a *agentSession) {
+	_, c := h.agentConnLocked(a)
+	if c == nil {
+		return
+	}
+	for _, d := range a.out {
+		if !d.inflight {
+			d.inflight = true
+			h.goWorkLocked(func() { h.send(a, c, d) })
+		}
+	}
+}
+
+// retryDelay is the pause before a held request is re-sent on a
+// connection that stayed up but did not answer.
+const retryDelay = time.Second
+
+// send delivers d on c once. Any answer, an error object included, ends
+// it; a lost connection leaves it held for the next one.
+func (h *Hub) send(a *agentSession, c *conn, d *delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.callTimeout)
+	defer cancel()
+	var res json.RawMessage
+	err := c.peer.Call(ctx, d.method, d.params, &res)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d.inflight = false
+	var pe *proto.Error
+	if err != nil && !errors.As(err, &pe) {
+		h.log.Debug("executor: held request not answered; kept", slog.String("session_id", a.id),
+			slog.String("method", d.method), slog.Any("error", err))
+		switch _, cur := h.agentConnLocked(a); {
+		case h.closed:
+		case cur != nil && cur != c: // the executor is back on a new connection already
+			h.flushLocked(a)
+		case cur == c: // no answer on a live connection: try again shortly
+			h.clock.AfterFunc(retryDelay, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				h.flushLocked(a)
+			})
+		}
+		return
+	}
+	if pe != nil {
+		h.log.Warn("executor: held request refused", slog.String("session_id", a.id),
+			slog.String("method", d.method), slog.Any("error", pe))
+	}
+	i := slices.Index(a.out, d)
+	if i < 0 {
+		return // dropped meanwhile
+	}
+	a.out = slices.Delete(a.out, i, i+1)
+	if d.answered != nil && pe == nil {
+		d.answered(res)
+	}
+}
+
+// endAgentLocked ends a once: it forgets the session, its held requests
+// and its interactions.
+func (h *Hub) endAgentLocked(a *agentSession) {
+	if a.ended {
+		return
+	}
+	a.ended = true
+	a.out = nil
+	a.lostGen++
+	if a.lost != nil {
+		a.lost.Stop()
+	}
+	if h.ag.sessions[a.id] == a {
+		delete(h.ag.sessions, a.id)
+		h.dropInteractionsLocked(a.id)
+	}
+}
+
+// lostLocked ends a and tells the sink (unless the engine closed it),
+// outside the lock.
+func (h *Hub) lostLocked(a *agentSession, err error) {
+	h.endAgentLocked(a)
+	sink := h.ag.sink
+	if sink == nil || a.closing {
+		return
+	}
+	h.goWorkLocked(func() { sink.AgentLost(a.id, err) })
+}
+
+// detachAgentsLocked starts the resume window of rec's agent sessions:
+// its connection is gone.
+func (h *Hub) detachAgentsLocked(rec *execRec) {
+	for _, a := range h.ag.sessions {
+		if a.execID != rec.id || a.ended {
+			continue
+		}
+		a.lostGen++
+		gen := a.lostGen
+		if a.lost != nil {
+			a.lost.Stop()
+		}
+		a.lost = h.clock.AfterFunc(h.window, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.closed || a.ended || a.lostGen != gen {
+				return
+			}
+			if _, c := h.agentConnLocked(a); c != nil {
+				return
+			}
+			h.lostLocked(a, fmt.Errorf("%w (executor %s, %s)", ErrResumeWindow, a.execID, h.window))
+		})
+	}
+}
+
+// resumeAgentsLocked reattaches rec's agent sessions that the register's
+// resume lists, each under a new epoch; the executor's others are lost.
+// A listed session this hub does not know (it restarted) with an
+// acknowledged sequence is taken back too. It returns the sessions whose
+// held requests are to be re-sent once the register is answered.
+func (h *Hub) resumeAgentsLocked(rec *execRec, r *proto.Resume) []*agentSession {
+	h.ag.init()
+	held := map[string]proto.SessionEpoch{}
+	if r != nil {
+		for _, s := range r.ActiveSessions {
+			held[s.SessionID] = s
+		}
+	}
+	var out []*agentSession
+	for _, a := range h.ag.sessions {
+		if a.execID != rec.id || a.ended {
+			continue
+		}
+		a.lostGen++
+		if a.lost != nil {
+			a.lost.Stop()
+		}
+		if _, ok := held[a.id]; !ok {
+			h.lostLocked(a, fmt.Errorf("%w (executor %s)", ErrSessionLost, rec.id))
+			continue
+		}
+		h.epoch++
+		a.epochs = append(a.epochs, h.epoch)
+		out = append(out, a)
+	}
+	if rec.scope == baton.ExecutorScopeMachine && rec.caps.Agent != nil {
+		for _, s := range held {
+			if s.AckedSequence == nil || h.ag.sessions[s.SessionID] != nil || rec.bindings[s.SessionID] != nil {
+				continue
+			}
+			h.epoch = max(h.epoch, s.Epoch) + 1
+			a := &agentSession{id: s.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
+				acked: *s.AckedSequence, turns: map[string]bool{}, custom: map[string]bool{}}
+			h.ag.sessions[a.id] = a
+			out = append(out, a)
+		}
+	}
+	return out
+}

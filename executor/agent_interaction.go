@@ -1,0 +1,247 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/proto"
+)
+
+// Interactions: an agent executor asks the platform for an approval or an
+// answer (interaction.request), a driver answers (RespondInteraction, the
+// first answer wins), and the answer, or the expiry, goes back as
+// interaction.response until the executor answers it. The executor may
+// withdraw it (interaction.cancel).
+
+// interaction is one platform interaction, guarded by Hub.mu.
+type interaction struct {
+	id        string // platform id
+	key       string // the executor's interaction_id
+	sessionID string
+	turnID    string
+	kind      string
+	toolUseID string
+	epoch     int64  // the agent session's epoch when it was opened
+	status    string // "" while open, else baton.Interaction*
+	answer    *proto.InteractionAnswer
+	timer     Timer // the expiry
+}
+
+// adoptedPrefix starts a deterministic approval id, which the platform
+// adopts as its own id: appr_ and 24 lower-case hex digits.
+const adoptedPrefix = "appr_"
+
+func adopted(id string) bool {
+	if len(id) != len(adoptedPrefix)+24 || !strings.HasPrefix(id, adoptedPrefix) {
+		return false
+	}
+	for _, r := range id[len(adoptedPrefix):] {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ixKey is what an interaction_id names: an adopted id names the same
+// interaction from any executor; any other is only its executor's key.
+func ixKey(execID, id string) string {
+	if adopted(id) {
+		return id
+	}
+	return execID + "\x00" + id
+}
+
+func (c *conn) interactionRequest(ctx context.Context, f *proto.Frame) (any, error) {
+	var p proto.InteractionRequestParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	switch {
+	case p.SessionID == "" || p.InteractionID == "":
+		return nil, proto.Errorf(proto.CodeInvalidParams, `Invalid params: "session_id" and "interaction_id" are required`)
+	case p.Kind != "permission" && p.Kind != "question":
+		return nil, proto.Errorf(proto.CodeInvalidParams, `Invalid params: "kind" must be "permission" or "question"`)
+	}
+	h := c.hub
+	h.mu.Lock()
+	h.ag.init()
+	a, e := c.agentLocked(p.SessionID, 0)
+	if e != nil {
+		h.mu.Unlock()
+		return nil, e
+	}
+	sink := h.ag.sink
+	if sink == nil {
+		h.mu.Unlock()
+		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", proto.MethodInteractionRequest)
+	}
+	k := ixKey(a.execID, p.InteractionID)
+	if x := h.ag.byKey[k]; x != nil {
+		defer h.mu.Unlock()
+		switch {
+		case x.sessionID != p.SessionID || x.kind != p.Kind:
+			return nil, proto.Conflict("interaction_conflict", fmt.Sprintf("interaction %s exists for another session or kind", p.InteractionID), nil)
+		case x.toolUseID != p.ToolUseID && x.epoch == a.epoch():
+			return nil, proto.Conflict("interaction_conflict", fmt.Sprintf("interaction %s exists for another tool_use_id", p.InteractionID), nil)
+		}
+		if x.status == baton.InteractionResolved || x.status == baton.InteractionExpired {
+			h.respondLocked(x) // the executor waits again (it restarted): answer again
+		}
+		return proto.InteractionRequestResult{PlatformInteractionID: x.id}, nil
+	}
+	x := &interaction{key: p.InteractionID, sessionID: p.SessionID, turnID: p.TurnID, kind: p.Kind,
+		toolUseID: p.ToolUseID, epoch: a.epoch(), id: p.InteractionID}
+	if !adopted(x.id) {
+		x.id = baton.NewID("int_")
+	}
+	h.ag.byKey[k], h.ag.byID[x.id] = x, x
+	h.mu.Unlock()
+	err := sink.Interaction(ctx, &baton.Interaction{ID: x.id, SessionID: p.SessionID, TurnID: p.TurnID, Kind: p.Kind,
+		ToolUseID: p.ToolUseID, Prompt: p.Prompt, Options: p.Options, ExpiresAt: p.ExpiresAt})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		if h.ag.byKey[k] == x {
+			delete(h.ag.byKey, k)
+			delete(h.ag.byID, x.id)
+		}
+		return nil, err
+	}
+	if p.ExpiresAt != nil && x.status == "" {
+		x.timer = h.clock.AfterFunc(max(0, p.ExpiresAt.Sub(h.clock.Now())), func() { h.expire(x) })
+	}
+	return proto.InteractionRequestResult{PlatformInteractionID: x.id}, nil
+}
+
+// expire ends an open interaction at its expires_at.
+func (h *Hub) expire(x *interaction) {
+	h.mu.Lock()
+	if h.closed || x.status != "" || h.ag.byID[x.id] != x {
+		h.mu.Unlock()
+		return
+	}
+	x.status = baton.InteractionExpired
+	h.respondLocked(x)
+	sink := h.ag.sink
+	h.mu.Unlock()
+	if sink != nil {
+		sink.InteractionEnded(context.Background(), x.sessionID, x.id, baton.InteractionExpired, "")
+	}
+}
+
+func (c *conn) interactionCancel(ctx context.Context, f *proto.Frame) (any, error) {
+	var p proto.InteractionCancelParams
+	if e := f.Bind(&p); e != nil {
+		return nil, e
+	}
+	if p.InteractionID == "" {
+		return nil, proto.Errorf(proto.CodeInvalidParams, `Invalid params: "interaction_id" is required`)
+	}
+	h := c.hub
+	h.mu.Lock()
+	h.ag.init()
+	var x *interaction
+	if c.exec != nil {
+		x = h.ag.byKey[ixKey(c.exec.id, p.InteractionID)]
+	}
+	if x != nil {
+		if a := h.ag.sessions[x.sessionID]; a == nil || a.execID != c.exec.id {
+			x = nil // an adopted id of another executor's session
+		}
+	}
+	if x == nil || x.status != "" { // unknown or over: nothing to withdraw
+		h.mu.Unlock()
+		return proto.Ack{OK: true}, nil
+	}
+	x.status = baton.InteractionCanceled
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	sink := h.ag.sink
+	h.mu.Unlock()
+	if sink != nil {
+		sink.InteractionEnded(ctx, x.sessionID, x.id, baton.InteractionCanceled, p.Reason)
+	}
+	return proto.Ack{OK: true}, nil
+}
+
+// RespondInteraction implements baton.Brains.
+func (h *Hub) RespondInteraction(sessionID, interactionID string, ans baton.InteractionAnswer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ag.init()
+	x := h.ag.byID[interactionID]
+	if x == nil || x.sessionID != sessionID {
+		return fmt.Errorf("%w: %s", ErrNoInteraction, interactionID)
+	}
+	if x.status != "" {
+		return fmt.Errorf("%w: interaction %s was already %s", ErrAnswered, interactionID, x.status)
+	}
+	x.status = baton.InteractionResolved
+	x.answer = &proto.InteractionAnswer{Decision: ans.Decision, Text: ans.Text}
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	h.respondLocked(x)
+	return nil
+}
+
+// respondLocked holds interaction.response for x on its agent session.
+func (h *Hub) respondLocked(x *interaction) {
+	a := h.ag.sessions[x.sessionID]
+	if a == nil || a.closing {
+		return
+	}
+	h.holdLocked(a, &delivery{key: "interaction\x00" + x.key, method: proto.MethodInteractionResponse,
+		params: proto.InteractionResponseParams{InteractionID: x.key, Status: x.status, Answer: x.answer}})
+}
+
+// dropInteractionsLocked forgets a session's interactions.
+func (h *Hub) dropInteractionsLocked(sessionID string) {
+	for k, x := range h.ag.byKey {
+		if x.sessionID != sessionID {
+			continue
+		}
+		if x.timer != nil {
+			x.timer.Stop()
+		}
+		delete(h.ag.byKey, k)
+		delete(h.ag.byID, x.id)
+	}
+}
+
+// CustomToolResult implements baton.Brains. A JSON string content is sent
+// as one text block.
+func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult) error {
+	content := r.Content
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		content, _ = json.Marshal([]textBlock{{Type: "text", Text: s}})
+	}
+	if len(content) == 0 {
+		content = json.RawMessage(`[]`)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ag.init()
+	a := h.ag.sessions[sessionID]
+	if a == nil || a.closing {
+		return fmt.Errorf("%w: %s", ErrNoAgentSession, sessionID)
+	}
+	if a.custom[toolUseID] {
+		return nil // only the first result of a call counts
+	}
+	a.custom[toolUseID] = true
+	h.holdLocked(a, &delivery{key: "custom\x00" + toolUseID, method: proto.MethodCustomToolResult,
+		params: proto.CustomToolResultParams{SessionID: sessionID, ToolUseID: toolUseID, Content: content, IsError: r.IsError}})
+	return nil
+}
+
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}

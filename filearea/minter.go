@@ -1,0 +1,87 @@
+package filearea
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/baton-engine/baton/executor/proto"
+)
+
+// View names one view of a session's files.
+type View struct {
+	Name     string // the {view} of the service URL, e.g. "workspace"
+	Path     string // where the executor mounts it, e.g. "/workspace"
+	Root     string // the cleaned directory it shows; "" for the whole area
+	Readonly bool
+}
+
+// Workspace returns the default view: the whole file area, writable,
+// mounted at /workspace.
+func Workspace() View { return View{Name: "workspace", Path: "/workspace"} }
+
+// Mounter is the part of an executor binding (*executor.Binding) that
+// Minter.Mount uses.
+type Mounter interface {
+	SessionID() string
+	Epoch() int64
+	Mount(ctx context.Context, views []proto.FsView) ([]string, error)
+}
+
+// Minter builds the views of a session binding: the service URL of each
+// and a token for the binding's epoch.
+type Minter struct {
+	// Origin is the client port's public origin, e.g.
+	// "https://baton.example"; service URLs are
+	// Origin + "/v1/fs/{session_id}/{view}".
+	Origin string
+	Tokens ViewTokens
+	// Views are minted for every session; nil means just Workspace().
+	Views []View
+}
+
+// For returns the views of session sessionID for binding epoch epoch,
+// each with a fresh token.
+func (m *Minter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
+	views := m.Views
+	if views == nil {
+		views = []View{Workspace()}
+	}
+	origin := strings.TrimRight(m.Origin, "/")
+	out := make([]proto.FsView, 0, len(views))
+	for _, v := range views {
+		tok, err := m.Tokens.Issue(ViewGrant{SessionID: sessionID, View: v.Name, Root: v.Root, Epoch: epoch, Readonly: v.Readonly})
+		if err != nil {
+			return nil, fmt.Errorf("mint view %s: %w", v.Name, err)
+		}
+		out = append(out, proto.FsView{
+			View:       v.Name,
+			Path:       v.Path,
+			ServiceURL: origin + "/v1/fs/" + url.PathEscape(sessionID) + "/" + url.PathEscape(v.Name),
+			Token:      tok,
+			Readonly:   v.Readonly,
+		})
+	}
+	return out, nil
+}
+
+// Mount sends fs.mount on b with views of b's session's files minted for
+// b's current epoch and returns the views the executor mounted. Sending it
+// again (after a resume, or before the tokens expire) renews the tokens
+// without remounting.
+func (m *Minter) Mount(ctx context.Context, b Mounter) ([]string, error) {
+	return m.MountArea(ctx, b, b.SessionID())
+}
+
+// MountArea is Mount for a binding whose executor session is not the
+// Baton session owning the files, such as a remote sandbox (sbx_…) of
+// session area: the views show area's files, and fs.mount names b's
+// session.
+func (m *Minter) MountArea(ctx context.Context, b Mounter, area string) ([]string, error) {
+	views, err := m.For(area, b.Epoch())
+	if err != nil {
+		return nil, err
+	}
+	return b.Mount(ctx, views)
+}
