@@ -166,6 +166,21 @@ func (e *Engine) Clients(ctx context.Context, sessionID string) ([]*baton.Regist
 	return out, nil
 }
 
+// liveClientOf reports whether clientID is a live client of the session,
+// by the cached list.
+func (e *Engine) liveClientOf(ctx context.Context, sessionID, clientID string) bool {
+	live, err := e.Clients(ctx, sessionID)
+	if err != nil {
+		return false
+	}
+	for _, c := range live {
+		if c.ID == clientID {
+			return true
+		}
+	}
+	return false
+}
+
 // clientList is a session's cached live clients.
 type clientList struct {
 	list []*baton.RegisteredClient
@@ -302,8 +317,12 @@ func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*
 
 // ClientResult delivers a call's result; only the first one counts.
 func (e *Engine) ClientResult(ctx context.Context, sessionID, clientID, callID string, r baton.ClientResult) (bool, error) {
-	if _, err := e.clients.Client(ctx, sessionID, clientID); err != nil {
-		return false, err
+	// A live client of this session is known from the cached list; any
+	// other is looked up (gone clients still answer, unknown ones are 404).
+	if !e.liveClientOf(ctx, sessionID, clientID) {
+		if _, err := e.clients.Client(ctx, sessionID, clientID); err != nil {
+			return false, err
+		}
 	}
 	rc := e.reg(clientID)
 	pc, ok := rc.take(callID)

@@ -88,16 +88,8 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	)
 	rc := e.reg(target.clientID)
 	pc := &pendingCall{call: call, res: make(chan baton.ClientResult, 1), saved: make(chan error, 1)}
-	live, err := e.Clients(tc.wctx, id) // cached; every change drops it
-	if err != nil {
-		return nil, errLoop
-	}
-	found := false
-	for _, c := range live {
-		found = found || c.ID == target.clientID
-	}
 	switch {
-	case !found || !rc.add(pc):
+	case !e.liveClientOf(tc.wctx, id, target.clientID) || !rc.add(pc): // cached; every change drops it
 		reason = "client_gone"
 	default:
 		timer := time.NewTimer(deadline.Sub(now))
