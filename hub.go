@@ -1,6 +1,9 @@
 package baton
 
-import "errors"
+import (
+	"encoding/json"
+	"errors"
+)
 
 // Notice is one item of a session's live feed: a committed event, or a
 // streamed text delta of a running model call (never persisted).
@@ -9,11 +12,17 @@ type Notice struct {
 	Delta *Delta
 }
 
-// Delta is a piece of assistant text streamed while a model call runs.
+// Delta is a piece of assistant text streamed while a model call runs,
+// or a brain's live preview of one of its events: TurnID and EventID name
+// the event, and Preview carries a preview that is not text (tool input,
+// thinking) as the executor sent it.
 type Delta struct {
-	SessionID   string `json:"session_id"`
-	ClientKeyID string `json:"client_key_id"`
-	Text        string `json:"text"`
+	SessionID   string          `json:"session_id"`
+	ClientKeyID string          `json:"client_key_id"`
+	Text        string          `json:"text"`
+	TurnID      string          `json:"turn_id,omitempty"`
+	EventID     string          `json:"event_id,omitempty"`
+	Preview     json.RawMessage `json:"delta,omitempty"`
 }
 
 // ErrLagged ends a subscription whose reader fell too far behind.

@@ -234,30 +234,46 @@ func declares(tools []baton.ToolDef, name string) bool {
 	return false
 }
 
-// AgentDelta relays a text preview live, as the provider loop's deltas
-// are: {"text":…} or a JSON string carry text; other previews (tool input,
-// thinking) are not relayed.
+// AgentDelta relays a preview live, named by its turn and event. A text
+// preview ({"text":…} or a JSON string) goes out as text, as the provider
+// loop's deltas do; any other (tool input, thinking) goes out as is.
 func (k brainSink) AgentDelta(d *baton.AgentDelta) {
 	e := k.e
 	bs := e.brains.get(d.SessionID)
-	if bs == nil {
+	if bs == nil || len(d.Delta) == 0 {
 		return
 	}
-	var text string
-	if json.Unmarshal(d.Delta, &text) != nil {
-		var obj struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(d.Delta, &obj) != nil || obj.Type != "" && obj.Type != "text_delta" && obj.Type != "text" {
-			return
-		}
-		text = obj.Text
-	}
-	if text == "" {
+	out := &baton.Delta{SessionID: d.SessionID, ClientKeyID: bs.actorOf(d.TurnID), TurnID: d.TurnID, EventID: d.EventID}
+	switch text, ok := deltaText(d.Delta); {
+	case ok && text == "":
 		return
+	case ok:
+		out.Text = text
+	default:
+		out.Preview = d.Delta
 	}
-	e.hub.Publish(baton.Notice{Delta: &baton.Delta{SessionID: d.SessionID, ClientKeyID: bs.actorOf(d.TurnID), Text: text}})
+	e.hub.Publish(baton.Notice{Delta: out})
+}
+
+// deltaText is the text of a text preview: a JSON string, or an object
+// with a text field whose type is "text", "text_delta" or none; ok is
+// false for any other preview.
+func deltaText(delta json.RawMessage) (text string, ok bool) {
+	if json.Unmarshal(delta, &text) == nil {
+		return text, true
+	}
+	var obj struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(delta, &obj) != nil || obj.Text == nil {
+		return "", false
+	}
+	switch obj.Type {
+	case "", "text", "text_delta":
+		return *obj.Text, true
+	}
+	return "", false
 }
 
 // Interaction records interaction.request for the session's drivers.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/baton-engine/baton"
@@ -87,6 +88,7 @@ type brainRig struct {
 	e       *engine.Engine
 	db      *store.DB
 	b       *fakeBrains
+	feed    *hub.Hub
 	sid     string
 	machine string
 	owner   *baton.Key
@@ -101,6 +103,7 @@ func newBrainRig(t *testing.T) *brainRig {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	r := &brainRig{t: t, ctx: context.Background(), b: newFakeBrains(), now: time.Now()}
 	feed := hub.New(0)
+	r.feed = feed
 	db, err := store.Open(r.ctx, store.Options{URL: filepath.Join(t.TempDir(), "b.db"), OnCommit: func(evs []*baton.Event) {
 		for _, ev := range evs {
 			feed.Publish(baton.Notice{Event: ev})
@@ -371,5 +374,50 @@ func TestBrainEventChecks(t *testing.T) {
 	want := "client.message.send agent.message agent.event session.status_idle"
 	if strings.Join(typesSeen, " ") != want {
 		t.Fatalf("events %v, want %s", typesSeen, want)
+	}
+}
+
+// TestBrainDeltas: a brain's previews go out live named by their turn and
+// event: text previews as text, as the provider loop's deltas do, others
+// (tool input, thinking) as they came; an empty text is dropped.
+func TestBrainDeltas(t *testing.T) {
+	r := newBrainRig(t)
+	turn := r.send(r.owner, "go")
+	st := got(t, r.b.starts)
+	sub := r.feed.Subscribe(r.sid, baton.SubObserver)
+	defer sub.Close()
+	sent := []string{
+		`{"type":"text_delta","text":"Hel"}`,
+		`"lo"`,
+		`""`,
+		`{"type":"input_json_delta","partial_json":"{\"path\":"}`,
+		`{"type":"thinking_delta","thinking":"hm"}`,
+		`{"text":"!"}`,
+	}
+	for _, d := range sent {
+		r.b.sink.AgentDelta(&baton.AgentDelta{SessionID: r.sid, TurnID: st.TurnID, EventID: "evt_1", Delta: json.RawMessage(d)})
+	}
+	mk := func(text, preview string) baton.Delta {
+		d := baton.Delta{SessionID: r.sid, ClientKeyID: r.owner.ClientID, Text: text, TurnID: st.TurnID, EventID: "evt_1"}
+		if preview != "" {
+			d.Preview = json.RawMessage(preview)
+		}
+		return d
+	}
+	want := []baton.Delta{mk("Hel", ""), mk("lo", ""), mk("", sent[3]), mk("", sent[4]), mk("!", "")}
+	var deltas []baton.Delta
+	for len(deltas) < len(want) {
+		n := got(t, sub.C())
+		if n.Delta != nil {
+			deltas = append(deltas, *n.Delta)
+		}
+	}
+	if d := cmp.Diff(want, deltas); d != "" {
+		t.Errorf("relayed deltas (-want +got):\n%s", d)
+	}
+	r.emit(st.TurnID, baton.AgentMessage, `,"content":[{"type":"text","text":"Hello!"}]`)
+	r.emit(st.TurnID, baton.AgentStatusIdle, `,"turn_outcome":"completed"`)
+	if s := text(t, result(t, turn)); s != "Hello!" {
+		t.Fatalf("reply %q", s)
 	}
 }

@@ -66,7 +66,7 @@ func (e *Engine) StartRemoteSandbox(ctx context.Context, key *baton.Key, params 
 
 	actor := key.ClientID
 	_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"}))
-	id, err := e.startSandbox(ctx, image)
+	id, err := e.startSandbox(ctx, s.ID, image)
 	if err != nil {
 		a.mu.Lock()
 		a.sandbox = nil
@@ -89,12 +89,15 @@ func (e *Engine) StartRemoteSandbox(ctx context.Context, key *baton.Key, params 
 	return map[string]any{"sandbox_id": id, "image": image, "started_at": startedAt}, nil
 }
 
-func (e *Engine) startSandbox(ctx context.Context, image string) (string, error) {
+func (e *Engine) startSandbox(ctx context.Context, sessionID, image string) (string, error) {
 	if e.sandboxes == nil {
 		return "", errNoDriver
 	}
 	if err := e.sandboxes.EnsureImage(ctx, image); err != nil {
 		return "", err
+	}
+	if d, ok := e.sandboxes.(baton.SessionSandboxDriver); ok {
+		return d.StartFor(ctx, sessionID, image)
 	}
 	return e.sandboxes.Start(ctx, image)
 }

@@ -87,6 +87,7 @@ type delivery struct {
 	params   any
 	inflight bool
 	answered func(res json.RawMessage) // runs under Hub.mu once answered; may be nil
+	after    func()                    // runs under Hub.mu once answered, even with an error; may be nil
 }
 
 // Attach sets the sink of agent reports (the engine).
@@ -224,6 +225,7 @@ func (h *Hub) sendStart(ctx context.Context, a *agentSession, rec *execRec, c *c
 	if res.ExecutorSessionRef != "" {
 		h.ag.refs[t.SessionID] = res.ExecutorSessionRef
 	}
+	h.flushLocked(a) // mounts the session's files after its first turn.start
 	return nil
 }
 
@@ -325,13 +327,13 @@ func (h *Hub) CloseAgent(sessionID string) {
 	a.closing = true
 	h.dropInteractionsLocked(sessionID)
 	a.out = nil // answers and results no longer matter
-	h.holdLocked(a, &delivery{key: "close", method: proto.MethodSessionClose, params: proto.SessionCloseParams{SessionID: sessionID},
+	h.holdLocked(a, h.unmountBeforeLocked(a, &delivery{key: "close", method: proto.MethodSessionClose, params: proto.SessionCloseParams{SessionID: sessionID},
 		answered: func(res json.RawMessage) {
 			var r proto.SessionCloseResult
 			if json.Unmarshal(res, &r) == nil && !r.Closed {
 				h.endAgentLocked(a)
 			}
-		}})
+		}}))
 }
 
 // holdLocked queues d (unless one with its key is pending) and sends
@@ -347,8 +349,8 @@ func (h *Hub) holdLocked(a *agentSession, d *delivery) {
 // flushLocked sends every held request that is not in flight on the
 // live connection, if there is one.
 func (h *Hub) flushLocked(a *agentSession) {
-	_, c := h.agentConnLocked(a)
-	if c == nil {
+	rec, c := h.agentConnLocked(a)
+	if c == nil || h.mountGateLocked(a, rec, c) {
 		return
 	}
 	for _, d := range a.out {
@@ -402,6 +404,9 @@ func (h *Hub) send(a *agentSession, c *conn, d *delivery) {
 	if d.answered != nil && pe == nil {
 		d.answered(res)
 	}
+	if d.after != nil {
+		d.after()
+	}
 }
 
 // endAgentLocked ends a once: it forgets the session, its held requests
@@ -413,6 +418,7 @@ func (h *Hub) endAgentLocked(a *agentSession) {
 	a.ended = true
 	a.out = nil
 	a.lostGen++
+	h.fs.dropAgentLocked(a)
 	if a.lost != nil {
 		a.lost.Stop()
 	}

@@ -363,12 +363,7 @@ func (b *Binding) Stop(ctx context.Context, reason string) (bool, error) {
 	return res.Stopped, err
 }
 
-func (b *Binding) stopOn(c *conn, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.hub.callTimeout)
-	defer cancel()
-	var res proto.SessionStopResult
-	_ = c.peer.Call(ctx, proto.MethodSessionStop, proto.SessionStopParams{SessionID: b.sessionID, Reason: reason}, &res)
-}
+func (b *Binding) stopOn(c *conn, reason string) { c.stopSessions(reason, b.sessionID) }
 
 // Mount sends fs.mount for the current epoch and returns the mounted
 // views.
@@ -438,6 +433,7 @@ func (h *Hub) endLocked(b *Binding, err error) {
 	for _, cl := range b.calls {
 		b.finishLocked(cl, nil, err)
 	}
+	h.fs.dropBindingLocked(b)
 	if h.bindings[b.sessionID] == b {
 		delete(h.bindings, b.sessionID)
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -127,6 +128,7 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 	c.exec = rec
 	resumed := h.resumeLocked(rec, c, p.Resume)
 	agents := h.resumeAgentsLocked(rec, p.Resume)
+	stray := h.strayLocked(p.Resume, resumed)
 	c.renewLeaseLocked()
 	res := proto.RegisterResult{
 		ExecutorID:          id,
@@ -149,7 +151,60 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 		for _, a := range agents {
 			h.flushLocked(a)
 		}
+		if len(stray) > 0 {
+			h.log.Info("executor: stopping resumed sessions this hub does not hold", slog.String("executor_id", id),
+				slog.Any("sessions", stray))
+			h.goWorkLocked(func() { c.stopSessions(reasonUnknownSession, stray...) })
+		}
 	}}, nil
+}
+
+// reasonUnknownSession is session.stop's reason for a resumed session
+// the hub does not hold.
+const reasonUnknownSession = "unknown_session"
+
+// strayLocked lists, sorted, the sessions a resume names that the hub
+// did not bind again (it never saw them, or their binding ended) and
+// that are not agent sessions: the executor would keep them, counting
+// against its max_sessions. Agent sessions — with an acked_sequence, or
+// known to the brain side — are left to resumeAgentsLocked. The hub's
+// epochs move past the strays' (a restarted hub starts again from 0), so
+// that their session.ended is acknowledged as over and a new binding
+// fences them.
+func (h *Hub) strayLocked(r *proto.Resume, resumed []*Binding) []string {
+	if r == nil {
+		return nil
+	}
+	back := make(map[string]bool, len(resumed))
+	for _, b := range resumed {
+		back[b.sessionID] = true
+	}
+	var out []string
+	for _, s := range r.ActiveSessions {
+		if !back[s.SessionID] && s.AckedSequence == nil && h.ag.sessions[s.SessionID] == nil {
+			out = append(out, s.SessionID)
+			h.epoch = max(h.epoch, s.Epoch)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// stopSessions sends session.stop for each session on c, one after the
+// other, until one fails because c is gone.
+func (c *conn) stopSessions(reason string, sessionIDs ...string) {
+	for _, id := range sessionIDs {
+		ctx, cancel := context.WithTimeout(context.Background(), c.hub.callTimeout)
+		var res proto.SessionStopResult
+		err := c.peer.Call(ctx, proto.MethodSessionStop, proto.SessionStopParams{SessionID: id, Reason: reason}, &res)
+		cancel()
+		if errors.Is(err, proto.ErrClosed) {
+			return
+		}
+		if err != nil {
+			c.hub.log.Debug("executor: session.stop", slog.String("connection_id", c.id), slog.String("session_id", id), slog.Any("error", err))
+		}
+	}
 }
 
 // executorID picks the executor id of a register: executor_id, else the

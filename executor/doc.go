@@ -20,7 +20,10 @@
 // executor's sessions are detached: an executor that registers again
 // with resume within the resume window gets them back under new epochs
 // and its unanswered tool calls are re-sent; otherwise they end and their
-// pending calls fail with ErrResumeWindow.
+// pending calls fail with ErrResumeWindow. The sessions a resume names
+// that the hub cannot bind again (a restarted hub never saw them) are
+// stopped with session.stop reason "unknown_session", agent sessions
+// excepted.
 //
 // The Hub is also the engine's baton.Brains (agent.go): StartTurn opens a
 // brain session on a machine's least loaded agent executor with its first
@@ -49,4 +52,12 @@
 // (baton.SandboxDriver) runs remote sandboxes of images
 // "executor:<machine_id>" on machine executors with a shell, commands as
 // tool.call "process.exec".
+//
+// With Options.Files the hub mounts a Baton session's files (fs.mount) on
+// the machine executors that declared capabilities.fs and serve the
+// session — a remote sandbox started with Shell.StartFor, a brain after
+// its first turn — again after every resume and before the view tokens
+// expire, and unmounts them with flush before session.stop or
+// session.close (mount.go). It is also the file service's
+// filearea.Epochs: tokens of an epoch no binding has any more are refused.
 package executor

@@ -132,10 +132,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 // waitArmed waits until an active timer of duration d exists.
 func (c *fakeClock) waitArmed(t *testing.T, d time.Duration) {
 	t.Helper()
+	c.waitTimer(t, d.String(), func(x *fakeTimer) bool { return x.d == d })
+}
+
+// waitTimer waits until an active timer matching match exists; match
+// runs under c.mu.
+func (c *fakeClock) waitTimer(t *testing.T, what string, match func(*fakeTimer) bool) {
+	t.Helper()
 	deadline := time.After(guard)
 	for {
 		c.mu.Lock()
-		found := slices.ContainsFunc(c.timers, func(x *fakeTimer) bool { return !x.stopped && x.d == d })
+		found := slices.ContainsFunc(c.timers, func(x *fakeTimer) bool { return !x.stopped && match(x) })
 		ch := c.changed
 		c.mu.Unlock()
 		if found {
@@ -144,7 +151,7 @@ func (c *fakeClock) waitArmed(t *testing.T, d time.Duration) {
 		select {
 		case <-ch:
 		case <-deadline:
-			t.Fatalf("no %s timer was armed", d)
+			t.Fatalf("no %s timer was armed", what)
 		}
 	}
 }

@@ -67,6 +67,13 @@ type Options struct {
 	// model_token.refresh and tools_token.refresh (token.go); nil answers
 	// them with -32012 *_token_unavailable.
 	Credentials baton.TurnCredentials
+	// Files mints the views fs.mount sends to machine executors that
+	// declared capabilities.fs (mount.go); nil sends none.
+	Files FileViews
+	// FileRenew is how often mounted views are sent again with fresh
+	// tokens; keep it below the view token lifetime. Default
+	// DefaultFileRenew.
+	FileRenew time.Duration
 }
 
 // Hub is the harness side of the executor protocol: it serves
@@ -92,6 +99,7 @@ type Hub struct {
 	bindings map[string]*Binding // by session id
 	epoch    int64               // last epoch handed out; epochs are hub-wide
 	ag       agents              // the brain side (agent.go)
+	fs       mounts              // mounted session files (mount.go)
 	wg       sync.WaitGroup      // goWork goroutines
 }
 
@@ -112,6 +120,7 @@ func Open(opts Options) (*Hub, error) {
 		clock:        opts.Clock,
 		restartable:  opts.Restartable,
 		creds:        opts.Credentials,
+		fs:           mounts{views: opts.Files, every: opts.FileRenew},
 		conns:        make(map[*conn]struct{}),
 		execs:        make(map[string]*execRec),
 		bindings:     make(map[string]*Binding),
@@ -133,6 +142,9 @@ func Open(opts Options) (*Hub, error) {
 	}
 	if h.clock == nil {
 		h.clock = realClock{}
+	}
+	if h.fs.every <= 0 {
+		h.fs.every = DefaultFileRenew
 	}
 	h.methods = h.table()
 	return h, nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -250,5 +252,78 @@ func TestCloseFailsPendingCalls(t *testing.T) {
 	}
 	if got := wait(t, done); !errors.Is(got.err, ErrClosed) {
 		t.Fatalf("pending call: %v", got.err)
+	}
+}
+
+// TestResumeStopsUnknownSessions: sessions a resume names that the hub
+// cannot bind again (a restarted hub never saw them, or their binding
+// ended) are stopped with reason unknown_session, so that they stop
+// counting against the executor's max_sessions; a session bound again is
+// not, and neither is an agent session, which the brain code takes back.
+func TestResumeStopsUnknownSessions(t *testing.T) {
+	e := newEnv(t, longLeases)
+	e.hub.Attach(newSink())
+	a := e.shellExecutor(t, "exe_a", 4)
+	_, p := e.bind(t, a, Target{MachineID: "mch_1"}, Assignment{SessionID: "ses_1"})
+	a.kill()
+	e.clock.waitArmed(t, window)
+
+	x := e.dial(t, e.machineToken("mch_1", "cred_m"))
+	caps := proto.Capabilities{Process: &proto.ProcessCapability{MaxSessions: 4}, Agent: &proto.AgentCapability{}}
+	res := x.register(proto.RegisterParams{ExecutorID: "exe_a", Capabilities: caps, Resume: &proto.Resume{ExecutorID: "exe_a",
+		ActiveSessions: []proto.SessionEpoch{
+			{SessionID: "ses_0", Epoch: 3, AckedSequence: ptr(int64(2))}, // an agent session: adopted
+			{SessionID: "ses_1", Epoch: p.Epoch},                         // bound again
+			{SessionID: "ses_2", Epoch: 2},                               // unknown
+			{SessionID: "ses_3", Epoch: 9},                               // unknown
+		}}})
+	if len(res.Sessions) != 1 || res.Sessions[0].SessionID != "ses_1" {
+		t.Fatalf("resumed %+v", res.Sessions)
+	}
+	var stopped []proto.SessionStopParams
+	for len(stopped) < 2 {
+		f := x.next()
+		switch f.Method {
+		case proto.MethodSessionAssign:
+			x.reply(f, proto.Accepted{Accepted: true})
+		case proto.MethodSessionStop:
+			var sp proto.SessionStopParams
+			if e := f.Bind(&sp); e != nil {
+				t.Fatal(e)
+			}
+			stopped = append(stopped, sp)
+			x.reply(f, proto.SessionStopResult{Stopped: true})
+		default:
+			t.Fatalf("unexpected %s %s", f.Method, f.Params)
+		}
+	}
+	// Stops go out one at a time in session order: had ses_0 been
+	// stopped, it would have come first.
+	want := []proto.SessionStopParams{{SessionID: "ses_2", Reason: "unknown_session"}, {SessionID: "ses_3", Reason: "unknown_session"}}
+	if d := cmp.Diff(want, stopped); d != "" {
+		t.Fatalf("session.stop (-want +got):\n%s", d)
+	}
+	// The executor's session.ended of a stopped session is taken as over.
+	x.ok(proto.MethodSessionEnded, proto.SessionEndedParams{SessionID: "ses_3", Epoch: 9, Reason: "stopped"}, nil)
+}
+
+// TestResumeStopsSessionsAfterWindow: a session whose binding ended with
+// the resume window is stopped when the executor comes back with it.
+func TestResumeStopsSessionsAfterWindow(t *testing.T) {
+	e := newEnv(t, longLeases)
+	a := e.toolExecutor(t, "exe_a")
+	b, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
+	a.kill()
+	e.clock.waitArmed(t, window)
+	e.clock.Advance(window)
+	wait(t, b.Done())
+	x, res := e.resumeAs(t, "exe_a", proto.SessionEpoch{SessionID: "ses_1", Epoch: p.Epoch})
+	if len(res.Sessions) != 0 {
+		t.Fatalf("resumed after the window: %+v", res.Sessions)
+	}
+	var sp proto.SessionStopParams
+	x.reply(x.expect(proto.MethodSessionStop, &sp), proto.SessionStopResult{Stopped: true})
+	if sp != (proto.SessionStopParams{SessionID: "ses_1", Reason: "unknown_session"}) {
+		t.Fatalf("session.stop %+v", sp)
 	}
 }

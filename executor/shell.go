@@ -45,7 +45,9 @@ func MachineOf(image string) (string, bool) {
 // executor session (session.assign), Exec sends tool.call "process.exec"
 // {command, timeout_ms?} and reads {stdout, stderr, exit_code}, Stop sends
 // session.stop. A sandbox's id (sbx_…) is also its session id on the
-// executor. Close it before the Hub.
+// executor. StartFor also mounts the Baton session's files in the sandbox
+// (fs.mount, see mount.go), which Stop unmounts first. Close it before the
+// Hub.
 type Shell struct {
 	hub *Hub
 
@@ -58,7 +60,10 @@ type Shell struct {
 	stopping  map[*Binding]chan struct{} // stopped while detached: stop again on resume
 }
 
-var _ baton.SandboxDriver = (*Shell)(nil)
+var (
+	_ baton.SandboxDriver        = (*Shell)(nil)
+	_ baton.SessionSandboxDriver = (*Shell)(nil)
+)
 
 // NewShell returns a Shell running sandboxes through h.
 func NewShell(h *Hub) *Shell {
@@ -92,9 +97,32 @@ func (s *Shell) EnsureImage(_ context.Context, image string) error {
 // Start binds a new sandbox to a connected executor of the image's
 // machine that offers a shell, least loaded first.
 func (s *Shell) Start(ctx context.Context, image string) (string, error) {
+	return s.StartFor(ctx, "", image)
+}
+
+// StartFor is Start for Baton session sessionID: when the hub mints views
+// (Options.Files) and the executor declared capabilities.fs, the
+// session's files are mounted in the sandbox before it is returned, and
+// mounted again after every resume of the executor. A mount the executor
+// refuses fails the start (and stops the sandbox).
+func (s *Shell) StartFor(ctx context.Context, sessionID, image string) (string, error) {
+	id, b, err := s.start(ctx, image)
+	if err != nil || sessionID == "" {
+		return id, err
+	}
+	if err := s.hub.mountFiles(ctx, b, sessionID); err != nil && !errors.Is(err, ErrDetached) { // detached: mounted on resume
+		if serr := s.Stop(context.WithoutCancel(ctx), id); serr != nil {
+			s.hub.log.Warn("executor: stopping a sandbox whose files did not mount", slog.String("sandbox_id", id), slog.Any("error", serr))
+		}
+		return "", fmt.Errorf("mount the session's files on executor %s: %w", b.ExecutorID(), err)
+	}
+	return id, nil
+}
+
+func (s *Shell) start(ctx context.Context, image string) (string, *Binding, error) {
 	machine, ok := MachineOf(image)
 	if !ok {
-		return "", fmt.Errorf("image %q is not of the form %s<machine_id>", image, ImagePrefix)
+		return "", nil, fmt.Errorf("image %q is not of the form %s<machine_id>", image, ImagePrefix)
 	}
 	id := baton.NewID("sbx_")
 	b, err := s.hub.Assign(ctx, Target{MachineID: machine, Capability: CapabilityProcess}, Assignment{
@@ -104,16 +132,16 @@ func (s *Shell) Start(ctx context.Context, image string) (string, error) {
 	})
 	switch {
 	case errors.Is(err, ErrNoExecutor) && !s.connected(machine):
-		return "", fmt.Errorf("no executor of machine %s with a shell (capability process) is connected", machine)
+		return "", nil, fmt.Errorf("no executor of machine %s with a shell (capability process) is connected", machine)
 	case errors.Is(err, ErrNoExecutor), errors.Is(err, ErrOverCapacity):
-		return "", fmt.Errorf("every executor shell of machine %s is at capacity (process.max_sessions)", machine)
+		return "", nil, fmt.Errorf("every executor shell of machine %s is at capacity (process.max_sessions)", machine)
 	case err != nil:
-		return "", err
+		return "", nil, err
 	}
 	s.mu.Lock()
 	s.sandboxes[id] = b
 	s.mu.Unlock()
-	return id, nil
+	return id, b, nil
 }
 
 // connected reports whether a shell executor of machine is connected
@@ -219,7 +247,7 @@ func (s *Shell) Stop(ctx context.Context, id string) error {
 	s.mu.Lock()
 	s.stopping[b] = wake
 	s.mu.Unlock()
-	_, err := b.Stop(ctx, "sandbox stopped")
+	err := s.end(ctx, b)
 	if errors.Is(err, ErrDetached) {
 		s.wg.Add(1)
 		go func() {
@@ -232,6 +260,19 @@ func (s *Shell) Stop(ctx context.Context, id string) error {
 	if err != nil && isDone(b) {
 		return nil // it ended anyway
 	}
+	return err
+}
+
+// end unmounts the sandbox's files, flushing what was written to them,
+// and sends session.stop.
+func (s *Shell) end(ctx context.Context, b *Binding) error {
+	switch err := s.hub.unmountFiles(ctx, b); {
+	case errors.Is(err, ErrDetached):
+		return err
+	case err != nil && !isDone(b):
+		s.hub.log.Warn("executor: unmounting a sandbox's files", slog.String("sandbox_id", b.SessionID()), slog.Any("error", err))
+	}
+	_, err := b.Stop(ctx, "sandbox stopped")
 	return err
 }
 
@@ -253,7 +294,7 @@ func (s *Shell) stopLater(b *Binding, wake <-chan struct{}) {
 		case <-s.ctx.Done():
 			return
 		}
-		if _, err := b.Stop(s.ctx, "sandbox stopped"); !errors.Is(err, ErrDetached) {
+		if err := s.end(s.ctx, b); !errors.Is(err, ErrDetached) {
 			if err != nil && s.ctx.Err() == nil && !isDone(b) {
 				s.hub.log.Warn("executor: stopping a sandbox after resume", slog.String("sandbox_id", b.SessionID()), slog.Any("error", err))
 			}
@@ -262,7 +303,12 @@ func (s *Shell) stopLater(b *Binding, wake <-chan struct{}) {
 	}
 }
 
+// onResume mounts the sandbox's files again for the new epoch, then
+// wakes a stop that waited for the executor.
 func (s *Shell) onResume(b *Binding) {
+	if err := s.hub.remountFiles(s.ctx, b); err != nil && !errors.Is(err, ErrDetached) && !isDone(b) {
+		s.hub.log.Warn("executor: mounting a sandbox's files after a resume", slog.String("sandbox_id", b.SessionID()), slog.Any("error", err))
+	}
 	s.mu.Lock()
 	ch := s.stopping[b]
 	s.mu.Unlock()

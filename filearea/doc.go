@@ -26,7 +26,10 @@
 // fresh views for a binding's current epoch: call it after a session is
 // bound to a machine executor that declared capabilities.fs, and again
 // from executor.Hooks.OnResume, since a resume moves the binding to a new
-// epoch.
+// epoch. (The executor hub does this itself, with a Minter as its
+// Options.Files, for remote sandboxes and brains.) Epochs, or an EpochSet
+// when a session may be bound to several executors at once, tells the
+// file service which epochs are current.
 //
 // The package imports only the standard library, the root package and the
 // executor protocol types.

@@ -144,6 +144,28 @@ type Epochs interface {
 	CurrentEpoch(sessionID string) (epoch int64, ok bool)
 }
 
+// EpochSet is an Epochs that knows every binding with the session's
+// files mounted — a brain and a remote sandbox may have them at once, each
+// at its own epoch — and answers for one token's epoch.
+type EpochSet interface {
+	Epochs
+	// IsCurrentEpoch reports whether epoch is the current epoch of one of
+	// the session's bindings; bound is false when none is here.
+	IsCurrentEpoch(sessionID string, epoch int64) (current, bound bool)
+}
+
+// EpochCurrent reports whether e takes a token of session sessionID
+// minted for epoch: an epoch that is not (one of) the session's current
+// binding epochs is refused; a session bound nowhere is not checked.
+func EpochCurrent(e Epochs, sessionID string, epoch int64) bool {
+	if s, ok := e.(EpochSet); ok {
+		current, bound := s.IsCurrentEpoch(sessionID, epoch)
+		return current || !bound
+	}
+	cur, ok := e.CurrentEpoch(sessionID)
+	return !ok || cur == epoch
+}
+
 // ErrNotFound is the error for a path that names nothing.
 func ErrNotFound(path string) error {
 	if path == "" {

@@ -43,10 +43,8 @@ func (s *Server) fsView(r *http.Request, write bool) (g *filearea.ViewGrant, pat
 	case g.View != r.PathValue("view"):
 		return nil, "", false, baton.Errorf(baton.ECodeForbidden, "the view token is for another view")
 	}
-	if s.opts.Epochs != nil {
-		if cur, ok := s.opts.Epochs.CurrentEpoch(g.SessionID); ok && cur != g.Epoch {
-			return nil, "", false, baton.Errorf(baton.ECodeUnauthorized, "the view token is for an earlier binding of the session")
-		}
+	if s.opts.Epochs != nil && !filearea.EpochCurrent(s.opts.Epochs, g.SessionID, g.Epoch) {
+		return nil, "", false, baton.Errorf(baton.ECodeUnauthorized, "the view token is for an earlier binding of the session")
 	}
 	if write && g.Readonly {
 		return nil, "", false, baton.Errorf(baton.ECodeForbidden, "view %s is read-only", g.View)

@@ -71,7 +71,9 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 }
 
 // DeltaNotification is the opt-in session.event_delta frame (Baton
-// extension) carrying streamed assistant text.
+// extension) carrying streamed assistant text; a brain's deltas also
+// name their turn_id and event_id, and a preview that is not text comes
+// as delta.
 func DeltaNotification(d *baton.Delta) ([]byte, error) {
 	return Notification("session.event_delta", d)
 }

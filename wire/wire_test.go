@@ -96,14 +96,24 @@ func TestGoldenFrames(t *testing.T) {
 	res, _ := Result(json.RawMessage(`1`), map[string]any{"registered": true})
 	note, _ := Notification("session.event", ViewOf(ev))
 	delta, _ := DeltaNotification(&baton.Delta{SessionID: ev.SessionID, ClientKeyID: ev.ClientKeyID, Text: "Hel"})
+	brainText, _ := DeltaNotification(&baton.Delta{SessionID: ev.SessionID, ClientKeyID: ev.ClientKeyID, Text: "Hel",
+		TurnID: "trn_0123456789abcdef0123456789abcdef", EventID: "evt_brain_1"})
+	preview, err := DeltaNotification(&baton.Delta{SessionID: ev.SessionID, ClientKeyID: ev.ClientKeyID,
+		TurnID: "trn_0123456789abcdef0123456789abcdef", EventID: "toolu_1",
+		Preview: json.RawMessage(`{"type":"input_json_delta", "partial_json":"{\"path\":"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	frames := map[string][]byte{
-		"result":             res,
-		"error_null_id":      ErrorFrame(nil, &Error{CodeParseError, "Parse error"}),
-		"error_string_id":    ErrorFrame(json.RawMessage(`"abc"`), &Error{CodeNotDriver, "call session.registerDriver before session.sendMessage"}),
-		"lagged":             Lagged(),
-		"event_notification": AppendEventNotification(nil, ev),
-		"event_no_key":       AppendEventNotification(nil, &anon),
-		"event_delta":        delta,
+		"result":              res,
+		"error_null_id":       ErrorFrame(nil, &Error{CodeParseError, "Parse error"}),
+		"error_string_id":     ErrorFrame(json.RawMessage(`"abc"`), &Error{CodeNotDriver, "call session.registerDriver before session.sendMessage"}),
+		"lagged":              Lagged(),
+		"event_notification":  AppendEventNotification(nil, ev),
+		"event_no_key":        AppendEventNotification(nil, &anon),
+		"event_delta":         delta,
+		"event_delta_brain":   brainText,
+		"event_delta_preview": preview,
 	}
 	// The fast encoder must agree with the generic one.
 	if !bytes.Equal(frames["event_notification"], note) {

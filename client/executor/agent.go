@@ -35,7 +35,8 @@ type agentSession struct {
 	openErr error           // set before opened closes
 	opened  chan struct{}   // closed once Agent.Open returned
 	turns   map[string]bool // every turn_id started here
-	running *Turn
+	running *Turn           // takes turn.input; nil once Run returned
+	last    *Turn           // the latest turn; its done says its events are held
 	closing bool
 	acked   int64 // highest acknowledged sequence, under e.mu
 	custom  map[string]chan CustomToolResult
@@ -89,9 +90,11 @@ func (e *Executor) onTurnStart(r *request) (any, *RPCError) {
 	t := &Turn{SessionID: p.SessionID, ID: p.TurnID, Input: p.Input, Metadata: p.Metadata,
 		e: e, s: s, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		inputIDs: map[string]bool{}, ready: make(chan struct{}, 1)}
-	s.running = t
+	prev := s.last
+	s.running, s.last = t, t
+	e.startLocked()
 	e.mu.Unlock()
-	if !e.goWork(func() { e.runTurn(r, t, first, p.ExecutorSessionRef) }) {
+	if !e.goCounted(func() { e.runTurn(r, t, first, p.ExecutorSessionRef, prev) }) {
 		cancel()
 	}
 	return later{}, nil
@@ -100,8 +103,8 @@ func (e *Executor) onTurnStart(r *request) (any, *RPCError) {
 // agentRoomLocked refuses a new agent session while draining or at
 // max_sessions.
 func (e *Executor) agentRoomLocked(c *conn) *RPCError {
-	if c.isDraining() {
-		return rpcErr(CodeOverCapacity, "executor is draining", map[string]string{"reason": "draining"})
+	if e.drainingLocked(c) {
+		return errDraining()
 	}
 	if a := e.cfg.Capabilities.Agent; a != nil && a.MaxSessions > 0 && len(e.agents) >= a.MaxSessions {
 		return rpcErr(CodeOverCapacity, "over capacity", map[string]any{"reason": "max_sessions", "max_sessions": a.MaxSessions})
@@ -117,23 +120,32 @@ func (e *Executor) replyStarted(r *request, s *agentSession) {
 		return
 	}
 	if s.openErr != nil {
-		r.reply(nil, rpcErr(CodeInternal, "open session: "+s.openErr.Error(), nil))
+		r.reply(nil, e.openRefused(r.c, s.openErr))
 		return
 	}
 	r.reply(turnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
 }
 
-// runTurn opens the session if needed, accepts the turn, runs it and
-// ends it with session.status_idle.
-func (e *Executor) runTurn(r *request, t *Turn, first bool, ref string) {
+// openRefused answers a turn.start whose session did not open: -32009
+// draining while the executor drains, else -32603.
+func (e *Executor) openRefused(c *conn, err error) *RPCError {
+	e.mu.Lock()
+	draining := e.drainingLocked(c)
+	e.mu.Unlock()
+	if draining {
+		return errDraining()
+	}
+	return rpcErr(CodeInternal, "open session: "+err.Error(), nil)
+}
+
+// runTurn opens the session if needed, waits for the previous turn's
+// end (prev, nil for none), accepts the turn, runs it and ends it with
+// session.status_idle.
+func (e *Executor) runTurn(r *request, t *Turn, first bool, ref string, prev *Turn) {
 	s := t.s
 	defer func() {
 		t.cancel()
-		e.mu.Lock()
-		if s.running == t {
-			s.running = nil
-		}
-		e.mu.Unlock()
+		e.letGo(t)
 		close(t.done)
 	}()
 	if first {
@@ -153,8 +165,15 @@ func (e *Executor) runTurn(r *request, t *Turn, first bool, ref string) {
 			return
 		}
 	}
+	if prev != nil { // its status_idle goes before this turn's events
+		select {
+		case <-prev.done:
+		case <-e.life.Done():
+			return
+		}
+	}
 	if s.openErr != nil {
-		r.reply(nil, rpcErr(CodeInternal, "open session: "+s.openErr.Error(), nil))
+		r.reply(nil, e.openRefused(r.c, s.openErr))
 		return
 	}
 	r.reply(turnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
@@ -168,7 +187,20 @@ func (e *Executor) runTurn(r *request, t *Turn, first bool, ref string) {
 		outcome = OutcomeFailed
 		e.emitLogged(t, ErrorEvent(err.Error()))
 	}
+	// Let go first: a harness that has seen status_idle may start the
+	// next turn at once.
+	e.letGo(t)
 	e.emitLogged(t, mustEvent(EventStatusIdle, map[string]string{"turn_outcome": outcome}))
+}
+
+// letGo ends t as its session's running turn: turn.input and turn.cancel
+// no longer reach it and turn.start may start the next one.
+func (e *Executor) letGo(t *Turn) {
+	e.mu.Lock()
+	if t.s.running == t {
+		t.s.running = nil
+	}
+	e.mu.Unlock()
 }
 
 func (e *Executor) openSession(id, ref string) (out string, err error) {
@@ -272,16 +304,17 @@ func (e *Executor) closeAgentSession(id string) bool {
 		return true
 	}
 	s.closing = true
-	t := s.running
-	if t != nil {
+	if t := s.running; t != nil {
 		t.canceled = true
 		t.cancel()
 	}
+	last := s.last
+	e.startLocked()
 	e.mu.Unlock()
-	e.goWork(func() {
-		if t != nil {
+	e.goCounted(func() {
+		if last != nil {
 			select {
-			case <-t.done:
+			case <-last.done:
 			case <-e.life.Done():
 				return
 			}

@@ -581,3 +581,26 @@ func TestAgentInteractionExpires(t *testing.T) {
 		t.Errorf("expired interaction answered %q", got)
 	}
 }
+
+// TestAgentTurnRightAfterIdle: once the harness has seen a turn's
+// session.status_idle, the session takes the next turn.start at once.
+func TestAgentTurnRightAfterIdle(t *testing.T) {
+	h := newHarness(t)
+	a := newScriptAgent(func(context.Context, *Turn) error { return nil })
+	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
+	var seq int64
+	for i := range 100 {
+		turn := fmt.Sprint("turn_", i)
+		f := fc.call(t, "turn.start", turnStart("ses_1", turn, 1))
+		if f.Error != nil {
+			t.Fatalf("turn.start %s right after the previous status_idle: %v", turn, f.Error)
+		}
+		for _, want := range []string{EventStatusRunning, EventStatusIdle} {
+			ev, _ := nextEvent(t, fc)
+			seq++
+			if ev.TurnID != turn || ev.typ(t) != want || ev.Sequence != seq {
+				t.Fatalf("event %d %s of %s, want %d %s of %s", ev.Sequence, ev.Event, ev.TurnID, seq, want, turn)
+			}
+		}
+	}
+}

@@ -77,6 +77,20 @@
 // cancels the turn's context; session.close cancels it, waits for its
 // events to be acknowledged, calls Agent.Close and sends session.ended.
 //
+// # Shutting down
+//
+// Close drops results the harness has not acknowledged yet (it
+// re-dispatches those calls after its resume window). To stop without
+// losing any, call Drain first: it refuses new tool calls, sessions and
+// agent sessions with -32009 data.reason "draining" (as executor.drain
+// from the harness refuses new sessions) and returns once the running
+// calls and turns have finished and every held request was acknowledged.
+//
+//	dctx, cancel := context.WithTimeout(ctx, time.Minute)
+//	err := e.Drain(dctx) // context.DeadlineExceeded: work still running
+//	cancel()
+//	e.Close(ctx)
+//
 // # Files
 //
 // With Config.Files a machine-scoped executor serves fs.mount and

@@ -46,6 +46,8 @@ type Executor struct {
 	agents       map[string]*agentSession
 	interactions map[string]*interactionWait
 	files        *fileMounts // nil without Config.Files
+	draining     bool        // Drain was called: no new calls, sessions or agent sessions
+	busy         int         // calls, turns and session ends whose last request is not held yet
 }
 
 const (
@@ -103,7 +105,14 @@ func (e *Executor) Open(ctx context.Context) error {
 		}
 		return err
 	case <-e.done:
-		return ErrClosed
+		// run reports the first registration before it stops, so a
+		// refusal is waiting here when both are ready.
+		select {
+		case err := <-first:
+			return err
+		default:
+			return ErrClosed
+		}
 	case <-ctx.Done():
 		e.halt(nil)
 		<-e.done
@@ -114,7 +123,7 @@ func (e *Executor) Open(ctx context.Context) error {
 // Close sends executor.close, closes the connection with 1000, cancels
 // every running handler and waits for them to return, or for ctx.
 // Results not yet acknowledged are dropped; the harness re-dispatches
-// after its resume window.
+// after its resume window. Drain first to deliver them.
 func (e *Executor) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state == stateNew {
@@ -166,11 +175,14 @@ func (e *Executor) ExecutorID() string {
 	return e.executorID
 }
 
-// Draining reports whether the harness asked the current connection to
-// drain: no new sessions are taken until a new connection.
+// Draining reports whether the executor drains: Drain was called, or
+// the harness asked the current connection to drain (then no new
+// sessions are taken until a new connection).
 func (e *Executor) Draining() bool {
 	c, _ := e.out.current()
-	return c != nil && c.isDraining()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.drainingLocked(c)
 }
 
 // halt stops the executor: no new work, every handler cancelled. err is

@@ -17,7 +17,7 @@ type outbox struct {
 	items   []*outItem
 	c       *conn         // the live connection, nil between connections
 	live    chan struct{} // closed while c is set
-	changed chan struct{} // closed and replaced whenever an item leaves
+	changed chan struct{} // closed and replaced whenever an item leaves, and on poke
 }
 
 type outItem struct {
@@ -62,8 +62,7 @@ func (o *outbox) ack(it *outItem, f *frame) {
 	for i, x := range o.items {
 		if x == it {
 			o.items = append(o.items[:i:i], o.items[i+1:]...)
-			close(o.changed)
-			o.changed = make(chan struct{})
+			o.pokeLocked()
 			break
 		}
 	}
@@ -109,20 +108,27 @@ func (o *outbox) held() int {
 	return len(o.items)
 }
 
-// waitSession blocks until no item of session is held, or ctx ends.
-func (o *outbox) waitSession(ctx context.Context, session string) error {
+// poke wakes the waiters of waitUntil: something they check changed.
+func (o *outbox) poke() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pokeLocked()
+}
+
+func (o *outbox) pokeLocked() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// waitUntil blocks until ok reports true, checking it again whenever an
+// item leaves or someone pokes, or until ctx ends. ok runs without o.mu;
+// whoever changes what it checks pokes afterwards.
+func (o *outbox) waitUntil(ctx context.Context, ok func() bool) error {
 	for {
 		o.mu.Lock()
-		busy := false
-		for _, it := range o.items {
-			if it.session == session {
-				busy = true
-				break
-			}
-		}
 		ch := o.changed
 		o.mu.Unlock()
-		if !busy {
+		if ok() {
 			return nil
 		}
 		select {
@@ -131,4 +137,21 @@ func (o *outbox) waitSession(ctx context.Context, session string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// holds reports whether an item of session is held.
+func (o *outbox) holds(session string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, it := range o.items {
+		if it.session == session {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSession blocks until no item of session is held, or ctx ends.
+func (o *outbox) waitSession(ctx context.Context, session string) error {
+	return o.waitUntil(ctx, func() bool { return !o.holds(session) })
 }

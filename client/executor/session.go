@@ -27,9 +27,9 @@ func (e *Executor) onAssign(r *request) (any, *RPCError) {
 		return nil, rpcErr(CodeConflict, "session is stopping", map[string]string{"reason": "stopping"})
 	case h != nil: // a repeat, or a new binding epoch after a resume
 		h.epoch = p.Epoch
-	case r.c.isDraining():
+	case e.drainingLocked(r.c):
 		e.mu.Unlock()
-		return nil, rpcErr(CodeOverCapacity, "executor is draining", map[string]string{"reason": "draining"})
+		return nil, errDraining()
 	default:
 		if limit := e.sessionLimit(); limit > 0 && len(e.hands) >= limit {
 			e.mu.Unlock()
@@ -113,8 +113,9 @@ func (e *Executor) onStop(r *request) (any, *RPCError) {
 		h.stopping = true
 		epoch = h.epoch
 	}
+	e.startLocked()
 	e.mu.Unlock()
-	e.goWork(func() {
+	e.goCounted(func() {
 		for _, rc := range calls {
 			select {
 			case <-rc.done:

@@ -109,6 +109,10 @@ func (e *Executor) onToolCall(r *request) (any, *RPCError) {
 		e.log.Debug("executor: duplicate tool call acked", "tool_call_id", p.ToolCallID)
 		return accepted{true}, nil
 	}
+	if e.draining {
+		e.mu.Unlock()
+		return nil, errDraining()
+	}
 	h, ok := e.handlerFor(p.Name)
 	if !ok {
 		e.mu.Unlock()
@@ -121,12 +125,13 @@ func (e *Executor) onToolCall(r *request) (any, *RPCError) {
 	ctx, cancel := context.WithCancel(e.life)
 	rc := &runningCall{session: p.SessionID, cancel: cancel, done: make(chan struct{})}
 	e.calls[p.ToolCallID] = rc
+	e.startLocked()
 	e.mu.Unlock()
 
 	r.reply(accepted{true}, nil)
 	call := Call{SessionID: p.SessionID, ID: p.ToolCallID, Name: p.Name, Input: p.Input,
 		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, e: e}
-	if !e.goWork(func() { e.runCall(ctx, rc, h, call) }) {
+	if !e.goCounted(func() { e.runCall(ctx, rc, h, call) }) {
 		cancel()
 		e.mu.Lock()
 		delete(e.calls, p.ToolCallID)

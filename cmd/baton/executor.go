@@ -139,6 +139,9 @@ func (c *cli) executorSetup(f *executorFlags) (*executorSetup, error) {
 	if s.workDir, err = filepath.Abs(f.workDir); err != nil {
 		return nil, fmt.Errorf("--work-dir: %w", err)
 	}
+	if x := s.file.Files; x != nil && !filepath.IsAbs(x.Root) {
+		x.Root = filepath.Join(s.workDir, x.Root) // "" is the work directory itself
+	}
 	return s, nil
 }
 
@@ -203,8 +206,7 @@ func (c *cli) executor(ctx context.Context, f *executorFlags) error {
 	if err := os.MkdirAll(s.workDir, 0o750); err != nil {
 		return runtimeErr(fmt.Errorf("work directory: %w", err))
 	}
-	g := newDrainGate()
-	w, err := buildExecWorker(ctx, s, g, log)
+	w, err := buildExecWorker(ctx, s, log)
 	if err != nil {
 		return err
 	}
@@ -218,9 +220,6 @@ func (c *cli) executor(ctx context.Context, f *executorFlags) error {
 		if ctx.Err() != nil {
 			return nil // interrupted before the first registration
 		}
-		if cause := e.Err(); errors.Is(err, executor.ErrClosed) && cause != nil {
-			err = cause // Open can report the stop before its reason
-		}
 		return runtimeErr(connectError(s, err))
 	}
 	log.Info("executor registered", "executor_id", e.ExecutorID())
@@ -229,22 +228,7 @@ func (c *cli) executor(ctx context.Context, f *executorFlags) error {
 		return runtimeErr(fmt.Errorf("stopped by the server: %w", e.Err()))
 	case <-ctx.Done():
 	}
-	idle := g.shut()
-	log.Info("executor draining", "timeout", s.drainTimeout, "running", g.running())
-	wait := time.NewTimer(s.drainTimeout)
-	defer wait.Stop()
-	select {
-	case <-idle:
-	case <-e.Done():
-	case <-wait.C:
-		log.Warn("executor drain timed out; stopping the work still running", "running", g.running())
-	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := e.Close(closeCtx); err != nil {
-		log.Warn("executor close", "err", err)
-	}
-	log.Info("executor stopped")
+	drainAndClose(context.WithoutCancel(ctx), e, s.drainTimeout, log)
 	if err := e.Err(); err != nil {
 		return runtimeErr(fmt.Errorf("stopped by the server: %w", err))
 	}
@@ -285,6 +269,9 @@ func (s *executorSetup) summary() string {
 	if a := s.file.Agent; a != nil {
 		parts = append(parts, a.Type+" brain")
 	}
+	if x := s.file.Files; x != nil {
+		parts = append(parts, "session files ("+x.Mode+", below "+x.Root+")")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -312,9 +299,8 @@ func (w *execWorker) close() {
 	}
 }
 
-// buildExecWorker makes the SDK config: tools, shell and brain, each behind
-// the drain gate.
-func buildExecWorker(ctx context.Context, s *executorSetup, g *drainGate, log *slog.Logger) (*execWorker, error) {
+// buildExecWorker makes the SDK config: tools, shell and brain.
+func buildExecWorker(ctx context.Context, s *executorSetup, log *slog.Logger) (*execWorker, error) {
 	w := &execWorker{cfg: executor.Config{
 		BaseURL: s.url, Credential: s.credential, Scope: s.scope, ExecutorID: s.executorID, Logger: log,
 	}}
@@ -325,7 +311,7 @@ func buildExecWorker(ctx context.Context, s *executorSetup, g *drainGate, log *s
 	}
 	if s.scope.Kind == executor.ScopeEnvironment {
 		for _, r := range runners {
-			w.cfg.Tools = append(w.cfg.Tools, gatedTool(r.Tool(), g))
+			w.cfg.Tools = append(w.cfg.Tools, r.Tool())
 		}
 		return w, nil
 	}
@@ -342,7 +328,7 @@ func buildExecWorker(ctx context.Context, s *executorSetup, g *drainGate, log *s
 			shell = &executor.Shell{Dir: s.workDir, Env: env, MaxOutput: p.MaxOutput}
 		}
 		w.cfg.Capabilities.Process = &executor.ProcessCapability{MaxSessions: p.MaxSessions}
-		w.cfg.Process = gatedProcess{shell, g}
+		w.cfg.Process = shell
 	}
 	if a := s.file.Agent; a != nil {
 		var brain executor.Agent
@@ -352,7 +338,10 @@ func buildExecWorker(ctx context.Context, s *executorSetup, g *drainGate, log *s
 			brain = newBuiltinBrain(a, runners, shell, log)
 		}
 		w.cfg.Capabilities.Agent = &executor.AgentCapability{MaxSessions: a.MaxSessions, CustomTools: a.Type == agentBuiltin}
-		w.cfg.Agent = gatedAgent{brain, g}
+		w.cfg.Agent = brain
+	}
+	if x := s.file.Files; x != nil {
+		w.cfg.Files = &executor.FileMounts{Root: x.Root, Mode: x.Mode, SyncInterval: x.SyncInterval, AllowOther: x.AllowOther}
 	}
 	return w, nil
 }

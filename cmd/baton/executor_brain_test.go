@@ -156,21 +156,7 @@ func startTurn(t *testing.T, c *executortest.Conn, h *executortest.Harness, sess
 			"model_token_expires_at": time.Now().Add(time.Hour).UTC(), "custom_tools": custom, "epoch": 1,
 		},
 	}
-	// The SDK emits the previous turn's session.status_idle a moment
-	// before it lets go of the turn, so a turn.start right after it can
-	// meet -32013 turn_running; a harness retries, and so does this.
-	deadline := time.Now().Add(executortest.Patience)
-	for {
-		f := c.Call(t, "turn.start", params)
-		if f.Error != nil && f.Error.Code == executor.CodeConflict && f.Error.Reason() == "turn_running" && time.Now().Before(deadline) {
-			continue
-		}
-		if f.Error != nil {
-			t.Fatalf("turn.start: %v", f.Error)
-		}
-		executortest.Decode(t, f.Result, &res)
-		break
-	}
+	c.Result(t, "turn.start", params, &res)
 	if !res.Accepted {
 		t.Fatalf("turn %s not accepted", turn)
 	}

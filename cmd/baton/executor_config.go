@@ -41,6 +41,7 @@ type execConfig struct {
 	Tools   []execTool
 	Process *execProcess
 	Agent   *execAgent
+	Files   *execFiles
 
 	file string
 	keys keyIndex
@@ -79,6 +80,15 @@ type execAgent struct {
 	Timeout           time.Duration // agentCommand: bound of one run (0: none)
 }
 
+// execFiles is [files]: how a machine mounts the session file views
+// fs.mount hands it.
+type execFiles struct {
+	Root         string        // views are mounted below it; "" is --work-dir, relative is from --work-dir
+	Mode         string        // executor.MountAuto, MountFUSE or MountSync
+	SyncInterval time.Duration // 0: the SDK default
+	AllowOther   bool
+}
+
 // configError is a problem in executor.toml, positioned when it can be.
 type configError struct {
 	File         string
@@ -100,6 +110,13 @@ type (
 		Tools   []execToolFile   `toml:"tools"`
 		Process *execProcessFile `toml:"process"`
 		Agent   *execAgentFile   `toml:"agent"`
+		Files   *execFilesFile   `toml:"files"`
+	}
+	execFilesFile struct {
+		Root         string `toml:"root"`
+		Mode         string `toml:"mode"`
+		SyncInterval string `toml:"sync_interval"`
+		AllowOther   bool   `toml:"allow_other"`
 	}
 	execToolFile struct {
 		Name        string `toml:"name"`
@@ -169,7 +186,30 @@ func parseExecConfig(file string, data []byte) (cfg *execConfig, err error) {
 			return nil, err
 		}
 	}
+	if f.Files != nil {
+		if c.Files, err = c.files(f.Files); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+func (c *execConfig) files(f *execFilesFile) (*execFiles, error) {
+	x := &execFiles{Root: f.Root, Mode: f.Mode, AllowOther: f.AllowOther}
+	switch x.Mode {
+	case "":
+		x.Mode = executor.MountAuto
+	case executor.MountAuto, executor.MountFUSE, executor.MountSync:
+	default:
+		return nil, c.errorf("files.mode", "files.mode: %q must be %q, %q or %q", f.Mode, executor.MountAuto, executor.MountFUSE, executor.MountSync)
+	}
+	var err error
+	if f.SyncInterval != "" {
+		if x.SyncInterval, err = c.duration("files.sync_interval", "files.sync_interval", f.SyncInterval); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
 }
 
 // decodeError positions a go-toml error.
@@ -468,6 +508,8 @@ func (c *execConfig) forScope(kind string) error {
 			return c.errorf("process", "[process] is for machines (--machine), not environments")
 		case c.Agent != nil:
 			return c.errorf("agent", "[agent] is for machines (--machine), not environments")
+		case c.Files != nil:
+			return c.errorf("files", "[files] is for machines (--machine), not environments")
 		case len(c.Tools) == 0:
 			return &configError{File: c.file, Msg: "an environment executor needs at least one [[tools]] entry"}
 		}

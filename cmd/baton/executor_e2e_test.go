@@ -219,20 +219,30 @@ func TestExecutorCmdEnvironment(t *testing.T) {
 	}
 
 	// SIGTERM while a call runs: new calls are refused, the running one
-	// finishes, then the executor says goodbye and exits 0.
+	// finishes and its result reaches the harness, then the executor says
+	// goodbye and exits 0.
 	sendToolCall(t, c, "ses_1", "call_2", "hold", nil)
 	readFIFO(t, filepath.Join(dir, "started"))
-	draining := run.stderr.seen("executor draining")
+	draining := run.stderr.seen("executor: draining") // logged once new work is refused
 	run.cancel()
 	waitClosed(t, draining, "the drain")
-	sendToolCall(t, c, "ses_1", "call_3", "upper", map[string]string{"text": "late"})
-	if r := nextToolResult(t, c, "call_3"); !r.IsError || r.text(t) != errDraining.Error() {
-		t.Errorf("a call during the drain: %+v %q", r, r.text(t))
+	f := c.Call(t, "tool.call", map[string]any{"session_id": "ses_1", "tool_call_id": "call_3", "name": "upper", "input": map[string]string{"text": "late"}})
+	if f.Error == nil || f.Error.Code != executor.CodeOverCapacity || f.Error.Reason() != "draining" {
+		t.Errorf("a call during the drain answered %+v, want -32009 draining", f)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "finished")); !os.IsNotExist(err) {
 		t.Fatalf("hold finished before it was released: %v", err)
 	}
 	writeFile(t, filepath.Join(dir, "release"), "go\n")
+	last := c.Next(t, "tool.result", "executor.close")
+	if last.Method != "tool.result" {
+		t.Fatalf("the executor closed before delivering the running call's result")
+	}
+	var r resultFrame
+	executortest.Decode(t, last.Params, &r)
+	if r.ToolCallID != "call_2" || r.IsError || r.text(t) != "released\n" {
+		t.Errorf("the running call's result: %+v %q", r, r.text(t))
+	}
 	c.Next(t, "executor.close")
 	if code := c.Closed(t); code != 1000 {
 		t.Errorf("close code %d, want 1000", code)

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-engine/baton/auth"
 	"github.com/baton-engine/baton/config"
 	"github.com/baton-engine/baton/engine"
+	"github.com/baton-engine/baton/gateway"
 	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/hub"
 	"github.com/baton-engine/baton/internal/httpx"
@@ -127,7 +128,8 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if err != nil {
 		return usageErr(fmt.Errorf("configuration error: %w", err))
 	}
-	execs, err := openExecutorSide(cfg.Executor, executorTokens, brain.creds, log)
+	minter := viewMinter{tokens: viewTokens, origin: gateway.Origin(brain.public, brain.listenerURL)}
+	execs, err := openExecutorSide(cfg.Executor, executorTokens, brain.creds, minter, cfg.Files.ViewTokenTTL/2, log)
 	if err != nil {
 		return runtimeErr(err)
 	}
@@ -186,7 +188,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Clients: eng, V1Store: db, ExecutorTokens: executorTokens, Executors: execs.hub, Mount: brain.routes(execs.hub, log),
 		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
 		MinClientVersion: cfg.Limits.MinClientVersion,
-		Files:            db, ViewTokens: viewTokens, FileLimits: cfg.Files.Limits,
+		Files:            db, ViewTokens: viewTokens, FileLimits: cfg.Files.Limits, Epochs: execs.hub,
 	})
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {

@@ -60,14 +60,16 @@ type executorSide struct {
 	shell *executor.Shell
 }
 
-// openExecutorSide opens the hub; creds issues brain turns' credentials.
-// Its Close is a restart for executors:
+// openExecutorSide opens the hub; creds issues brain turns' credentials,
+// files the views of session files that fs.mount sends (renewed every
+// renew). Its Close is a restart for executors:
 // they are drained and closed with 1001, without executor.close, so that
 // they reconnect once the server is back.
-func openExecutorSide(cfg executorConfig, tokens baton.ExecutorTokens, creds baton.TurnCredentials, log *slog.Logger) (*executorSide, error) {
+func openExecutorSide(cfg executorConfig, tokens baton.ExecutorTokens, creds baton.TurnCredentials, files executor.FileViews, renew time.Duration, log *slog.Logger) (*executorSide, error) {
 	hub, err := executor.Open(executor.Options{
 		Tokens: tokens, Logger: log, Restartable: true, Credentials: creds,
 		HeartbeatInterval: cfg.HeartbeatInterval, ResumeWindow: cfg.ResumeWindow,
+		Files: files, FileRenew: renew,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("executor hub: %w", err)
@@ -98,7 +100,10 @@ type sandboxRouter struct {
 	machines baton.MachineStore
 }
 
-var _ sandboxRunner = (*sandboxRouter)(nil)
+var (
+	_ sandboxRunner              = (*sandboxRouter)(nil)
+	_ baton.SessionSandboxDriver = (*sandboxRouter)(nil)
+)
 
 // EnsureImage makes an executor image available when its machine exists;
 // other images go to the local driver.
@@ -127,6 +132,15 @@ func (r *sandboxRouter) Start(ctx context.Context, image string) (string, error)
 		return "", errors.New("no local sandbox driver")
 	}
 	return r.base.Start(ctx, image)
+}
+
+// StartFor starts an executor sandbox for the session, whose files it
+// mounts; other images start as Start does.
+func (r *sandboxRouter) StartFor(ctx context.Context, sessionID, image string) (string, error) {
+	if _, ok := executor.MachineOf(image); ok && r.shell != nil {
+		return r.shell.StartFor(ctx, sessionID, image)
+	}
+	return r.Start(ctx, image)
 }
 
 // local returns the driver that owns sandbox id.

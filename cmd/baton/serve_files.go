@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/auth"
+	"github.com/baton-engine/baton/executor/proto"
 	"github.com/baton-engine/baton/filearea"
 )
 
@@ -17,6 +18,18 @@ import (
 type fileConfig struct {
 	Limits       filearea.Limits // BATON_MAX_FILE_BYTES, BATON_MAX_SESSION_FILE_BYTES, BATON_MAX_SESSION_FILES, BATON_MAX_ARTIFACT_BYTES
 	ViewTokenTTL time.Duration   // BATON_FS_TOKEN_TTL
+}
+
+// viewMinter mints the views fs.mount hands executors, with service URLs
+// at the client origin as executors reach it (BATON_PUBLIC_URL, else the
+// client listener's URL, known once it listens).
+type viewMinter struct {
+	tokens filearea.ViewTokens
+	origin func() string
+}
+
+func (m viewMinter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
+	return (&filearea.Minter{Origin: m.origin(), Tokens: m.tokens}).For(sessionID, epoch)
 }
 
 // loadFileConfig reads the file settings from the environment.
