@@ -29,6 +29,10 @@ type Limits struct {
 	MaxSessionBytes  int64 // all of a session's files together
 	MaxSessionFiles  int64 // how many files a session may have
 	MaxArtifactBytes int64 // one artifact
+	// AfterClose accepts writes to a session that is no longer open: an
+	// executor's flush at unmount, which comes after the session closed
+	// and is authorized by a view token of the binding current at close.
+	AfterClose bool
 }
 
 // WithDefaults returns l with every unset limit at its default.
@@ -93,7 +97,7 @@ type FileStore interface {
 	ReadFile(ctx context.Context, sessionID, path string) (*File, []byte, error)
 	// DeleteFile removes a file of an open session; a missing file is
 	// ECodeNotFound, a closed session ECodeSessionClosed.
-	DeleteFile(ctx context.Context, sessionID, path string) error
+	DeleteFile(ctx context.Context, sessionID, path string, lim Limits) error
 	// ListFiles returns the records of every file below the directory dir
 	// ("" for all of them), sorted by path.
 	ListFiles(ctx context.Context, sessionID, dir string) ([]*File, error)

@@ -224,7 +224,7 @@ type fileBody struct {
 
 // putAt stores the request body at path of a session's area shown from
 // root, and answers with the file's record (path relative to root).
-func (s *Server) putAt(w http.ResponseWriter, r *http.Request, sessionID, root, path string, dir bool) error {
+func (s *Server) putAt(w http.ResponseWriter, r *http.Request, sessionID, root, path string, dir bool, lim filearea.Limits) error {
 	if dir {
 		return baton.Errorf(baton.ECodeBadRequest, "invalid path: a file path is required")
 	}
@@ -232,7 +232,7 @@ func (s *Server) putAt(w http.ResponseWriter, r *http.Request, sessionID, root, 
 	if err != nil {
 		return err
 	}
-	f, err := s.opts.Files.PutFile(r.Context(), sessionID, filearea.Join(root, path), content, s.fileLimits)
+	f, err := s.opts.Files.PutFile(r.Context(), sessionID, filearea.Join(root, path), content, lim)
 	if err != nil {
 		return err
 	}
@@ -240,11 +240,11 @@ func (s *Server) putAt(w http.ResponseWriter, r *http.Request, sessionID, root, 
 }
 
 // deleteAt removes the file at path of a session's area shown from root.
-func (s *Server) deleteAt(w http.ResponseWriter, r *http.Request, sessionID, root, path string, dir bool) error {
+func (s *Server) deleteAt(w http.ResponseWriter, r *http.Request, sessionID, root, path string, dir bool, lim filearea.Limits) error {
 	if dir {
 		return baton.Errorf(baton.ECodeBadRequest, "invalid path: a file path is required")
 	}
-	if err := s.opts.Files.DeleteFile(r.Context(), sessionID, filearea.Join(root, path)); err != nil {
+	if err := s.opts.Files.DeleteFile(r.Context(), sessionID, filearea.Join(root, path), lim); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -279,7 +279,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.putAt(w, r, sid, "", path, dir)
+	return s.putAt(w, r, sid, "", path, dir, s.fileLimits)
 }
 
 // deleteFile is DELETE /api/v1/sessions/{id}/files/{path...}.
@@ -288,5 +288,5 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.deleteAt(w, r, sid, "", path, dir)
+	return s.deleteAt(w, r, sid, "", path, dir, s.fileLimits)
 }

@@ -68,7 +68,7 @@ func (s *Server) fsPut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.putAt(w, r, g.SessionID, g.Root, path, dir)
+	return s.putAt(w, r, g.SessionID, g.Root, path, dir, s.flushLimits())
 }
 
 // fsDelete is DELETE /v1/fs/{session_id}/{view}/{path...}.
@@ -77,5 +77,15 @@ func (s *Server) fsDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.deleteAt(w, r, g.SessionID, g.Root, path, dir)
+	return s.deleteAt(w, r, g.SessionID, g.Root, path, dir, s.flushLimits())
+}
+
+// flushLimits are the file limits of the executor file service. Its writes
+// are accepted after the session closed: the executor flushes its mount at
+// unmount, which the engine sends only once the session is closed, and the
+// view token already had to belong to the binding current at that time.
+func (s *Server) flushLimits() filearea.Limits {
+	lim := s.fileLimits
+	lim.AfterClose = true
+	return lim
 }

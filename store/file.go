@@ -48,7 +48,7 @@ func (db *DB) PutFile(ctx context.Context, sessionID, path string, content []byt
 	}
 	f := &filearea.File{Path: path, Size: size, SHA256: filearea.Digest(content), UpdatedAt: baton.Now()}
 	err := db.w.do(ctx, func(t *wtx) error {
-		if err := t.openSession(sessionID); err != nil {
+		if err := t.writableSession(sessionID, lim.AfterClose); err != nil {
 			return err
 		}
 		if err := t.checkShape(sessionID, path); err != nil {
@@ -82,9 +82,9 @@ ON CONFLICT (session_id, path) DO UPDATE SET size = excluded.size, sha256 = excl
 	return f, nil
 }
 
-// openSession checks that the session exists and is open, locking its row
-// until the transaction ends.
-func (t *wtx) openSession(id string) error {
+// writableSession checks that the session exists and is open (or only
+// exists, with afterClose), locking its row until the transaction ends.
+func (t *wtx) writableSession(id string, afterClose bool) error {
 	var state string
 	err := t.get(`SELECT state FROM sessions WHERE id = $1`+t.w.lock, []any{id}, &state)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -93,7 +93,7 @@ func (t *wtx) openSession(id string) error {
 	if err != nil {
 		return fmt.Errorf("look up session: %w", err)
 	}
-	if baton.SessionState(state) != baton.StateOpen {
+	if baton.SessionState(state) != baton.StateOpen && !afterClose {
 		return baton.Errorf(baton.ECodeSessionClosed, "session is %s", state)
 	}
 	return nil
@@ -169,9 +169,9 @@ func (db *DB) ReadFile(ctx context.Context, sessionID, path string) (*filearea.F
 }
 
 // DeleteFile removes a file (filearea.FileStore).
-func (db *DB) DeleteFile(ctx context.Context, sessionID, path string) error {
+func (db *DB) DeleteFile(ctx context.Context, sessionID, path string, lim filearea.Limits) error {
 	return db.w.do(ctx, func(t *wtx) error {
-		if err := t.openSession(sessionID); err != nil {
+		if err := t.writableSession(sessionID, lim.AfterClose); err != nil {
 			return err
 		}
 		n, err := t.execAffected(`DELETE FROM session_files WHERE session_id = $1 AND path = $2`, sessionID, path)

@@ -102,10 +102,10 @@ func testFileRoundTrip(t *testing.T, db *DB) {
 		t.Errorf("binary content = %v", content)
 	}
 
-	if err := db.DeleteFile(ctx, sid, "dir/a.txt"); err != nil {
+	if err := db.DeleteFile(ctx, sid, "dir/a.txt", filearea.Limits{}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, db.DeleteFile(ctx, sid, "dir/a.txt"), baton.ECodeNotFound, "no file dir/a.txt")
+	wantCode(t, db.DeleteFile(ctx, sid, "dir/a.txt", filearea.Limits{}), baton.ECodeNotFound, "no file dir/a.txt")
 	_, err = db.StatFile(ctx, sid, "dir/a.txt")
 	wantCode(t, err, baton.ECodeNotFound, "no file dir/a.txt")
 	_, _, err = db.ReadFile(ctx, sid, "dir/a.txt")
@@ -184,7 +184,7 @@ func testFileSessionState(t *testing.T, db *DB) {
 	ctx := context.Background()
 	_, err := db.PutFile(ctx, "ses_nope", "a", []byte("x"), filearea.Limits{})
 	wantCode(t, err, baton.ECodeNotFound, "no session ses_nope")
-	wantCode(t, db.DeleteFile(ctx, "ses_nope", "a"), baton.ECodeNotFound, "no session ses_nope")
+	wantCode(t, db.DeleteFile(ctx, "ses_nope", "a", filearea.Limits{}), baton.ECodeNotFound, "no session ses_nope")
 	sid := fileSession(t, db)
 	putFile(t, db, sid, "kept", "x")
 	if _, err := db.EndSession(ctx, sid, baton.StateClosed, newEvent(sid, baton.EventSessionClose)); err != nil {
@@ -192,10 +192,21 @@ func testFileSessionState(t *testing.T, db *DB) {
 	}
 	_, err = db.PutFile(ctx, sid, "a", []byte("x"), filearea.Limits{})
 	wantCode(t, err, baton.ECodeSessionClosed, "session is closed")
-	wantCode(t, db.DeleteFile(ctx, sid, "kept"), baton.ECodeSessionClosed, "session is closed")
+	wantCode(t, db.DeleteFile(ctx, sid, "kept", filearea.Limits{}), baton.ECodeSessionClosed, "session is closed")
 	// A closed session's files stay readable.
 	if _, content, err := db.ReadFile(ctx, sid, "kept"); err != nil || string(content) != "x" {
 		t.Errorf("read after close: %q %v", content, err)
+	}
+	// An executor's flush at unmount comes after the close and is kept.
+	flush := filearea.Limits{AfterClose: true}
+	if _, err := db.PutFile(ctx, sid, "flushed", []byte("late"), flush); err != nil {
+		t.Fatalf("flush after close: %v", err)
+	}
+	if _, content, err := db.ReadFile(ctx, sid, "flushed"); err != nil || string(content) != "late" {
+		t.Errorf("flushed file: %q %v", content, err)
+	}
+	if err := db.DeleteFile(ctx, sid, "kept", flush); err != nil {
+		t.Errorf("delete in a flush after close: %v", err)
 	}
 }
 

@@ -127,6 +127,18 @@ func shellFiles(t *testing.T, mode string) {
 	if r.status != 200 || string(r.body) != "from the sandbox\n" {
 		t.Fatalf("the sandbox's file through the client API: %d %s", r.status, r.body)
 	}
+
+	// Closing the session with the sandbox still running keeps what the
+	// sandbox wrote last: the flush at unmount comes after the close.
+	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": image})
+	if got := exec("echo at close > " + dir + "/out/c.txt"); got.ExitCode != 0 {
+		t.Fatalf("write before close: %+v", got)
+	}
+	mustStatus(t, rawCall(t, "DELETE", s.clientURL+"/api/v1/sessions/"+sid, sk, "", ""), 200)
+	r = rawCall(t, "GET", s.clientURL+"/api/v1/sessions/"+sid+"/files/out/c.txt", sk, "", "")
+	if r.status != 200 || string(r.body) != "at close\n" {
+		t.Fatalf("the file written before close: %d %s", r.status, r.body)
+	}
 }
 
 // TestBrainFilesEndToEnd: a brain's agent session gets its session's
