@@ -222,6 +222,10 @@ func (e *Engine) sendBrain(key *baton.Key, s *baton.Session, machine string, msg
 		bs.mu.Unlock()
 		return nil, baton.Errorf(baton.ECodeNotOpen, "session is closed, not open")
 	}
+	if err := e.loadLocked(e.ctx, bs); err != nil { // a pause from before a restart
+		bs.mu.Unlock()
+		return nil, err
+	}
 	run := c
 	switch t := bs.turn; {
 	case t == nil:

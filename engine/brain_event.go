@@ -85,29 +85,6 @@ func (e *Engine) lookupBrain(ctx context.Context, sessionID, machine string) (*b
 	return e.brains.session(sessionID, prof.Brain.MachineID), nil
 }
 
-// loadSeenLocked reads the event ids of the session's stored agent events,
-// once, so that an event re-sent after a restart is not stored twice.
-func (e *Engine) loadSeenLocked(ctx context.Context, bs *brainSession) error {
-	if bs.loaded {
-		return nil
-	}
-	evs, err := e.store.EventsOfType(ctx, bs.id, append(agentTypes, "agent.event"))
-	if err != nil {
-		return err
-	}
-	bs.seen = map[string]bool{}
-	for _, ev := range evs {
-		var p struct {
-			EventID string `json:"event_id"`
-		}
-		if json.Unmarshal(ev.Payload, &p) == nil && p.EventID != "" {
-			bs.seen[p.EventID] = true
-		}
-	}
-	bs.loaded = true
-	return nil
-}
-
 // AgentEvent stores one agent event (once per event_id) and applies it
 // to the turn it belongs to.
 func (k brainSink) AgentEvent(ctx context.Context, ev *baton.AgentEvent) error {
@@ -128,7 +105,7 @@ func (k brainSink) AgentEvent(ctx context.Context, ev *baton.AgentEvent) error {
 	}
 
 	bs.mu.Lock()
-	if err := e.loadSeenLocked(ctx, bs); err != nil {
+	if err := e.loadLocked(ctx, bs); err != nil {
 		bs.mu.Unlock()
 		return err
 	}
@@ -278,6 +255,12 @@ func deltaText(delta json.RawMessage) (text string, ok bool) {
 
 // Interaction records interaction.request for the session's drivers.
 func (k brainSink) Interaction(ctx context.Context, in *baton.Interaction) error {
+	return k.InteractionKeyed(ctx, in, "")
+}
+
+// InteractionKeyed records interaction.request with the executor's
+// interaction_id (key), which an answer after a restart is sent under.
+func (k brainSink) InteractionKeyed(ctx context.Context, in *baton.Interaction, key string) error {
 	e := k.e
 	bs, err := e.lookupBrain(ctx, in.SessionID, "")
 	if err != nil {
@@ -295,6 +278,9 @@ func (k brainSink) Interaction(ctx context.Context, in *baton.Interaction) error
 	}
 	if in.ExpiresAt != nil {
 		p["expires_at"] = baton.FormatTime(*in.ExpiresAt)
+	}
+	if key != "" && key != in.ID {
+		p["executor_interaction_id"] = key
 	}
 	return e.brainRecord(ctx, bs, bs.actorOf(in.TurnID), baton.EventInteractionRequest, p)
 }
@@ -358,7 +344,11 @@ func (e *Engine) RespondInteraction(ctx context.Context, key *baton.Key, params 
 	if _, err := e.driverGate(key, "session.respondInteraction"); err != nil {
 		return nil, err
 	}
-	if _, err := e.openSession(ctx, key.Name); err != nil {
+	s, err := e.openSession(ctx, key.Name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.loadBrain(ctx, s); err != nil { // open interactions after a restart
 		return nil, err
 	}
 	var p struct {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/executor/proto"
@@ -100,8 +102,14 @@ func (c *conn) interactionRequest(ctx context.Context, f *proto.Frame) (any, err
 	}
 	h.ag.byKey[k], h.ag.byID[x.id] = x, x
 	h.mu.Unlock()
-	err := sink.Interaction(ctx, &baton.Interaction{ID: x.id, SessionID: p.SessionID, TurnID: p.TurnID, Kind: p.Kind,
-		ToolUseID: p.ToolUseID, Prompt: p.Prompt, Options: p.Options, ExpiresAt: p.ExpiresAt})
+	in := &baton.Interaction{ID: x.id, SessionID: p.SessionID, TurnID: p.TurnID, Kind: p.Kind,
+		ToolUseID: p.ToolUseID, Prompt: p.Prompt, Options: p.Options, ExpiresAt: p.ExpiresAt}
+	var err error
+	if ks, ok := sink.(keyedSink); ok {
+		err = ks.InteractionKeyed(ctx, in, p.InteractionID)
+	} else {
+		err = sink.Interaction(ctx, in)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
@@ -192,12 +200,64 @@ func (h *Hub) RespondInteraction(sessionID, interactionID string, ans baton.Inte
 
 // respondLocked holds interaction.response for x on its agent session.
 func (h *Hub) respondLocked(x *interaction) {
-	a := h.ag.sessions[x.sessionID]
-	if a == nil || a.closing {
+	h.holdAnyLocked(x.sessionID, &delivery{key: "interaction\x00" + x.key, method: proto.MethodInteractionResponse,
+		params: proto.InteractionResponseParams{InteractionID: x.key, Status: x.status, Answer: x.answer}})
+}
+
+// holdAnyLocked holds d on the session's agent session or, while the
+// hub does not know it (it restarted and the executor has not resumed it
+// yet), until it is taken back.
+func (h *Hub) holdAnyLocked(sessionID string, d *delivery) {
+	a := h.ag.sessions[sessionID]
+	switch {
+	case a == nil:
+		if !slices.ContainsFunc(h.ag.early[sessionID], func(x *delivery) bool { return x.key == d.key }) {
+			h.ag.early[sessionID] = append(h.ag.early[sessionID], d)
+		}
+	case !a.closing:
+		h.holdLocked(a, d)
+	}
+}
+
+// takeEarlyLocked gives a, just taken back, what was held for it and
+// the interactions restored for it.
+func (h *Hub) takeEarlyLocked(a *agentSession) {
+	a.out = append(a.out, h.ag.early[a.id]...)
+	delete(h.ag.early, a.id)
+	for _, x := range h.ag.byID {
+		if x.sessionID == a.id && x.epoch == 0 {
+			x.epoch = a.epoch()
+			h.ag.byKey[ixKey(a.execID, x.key)] = x
+		}
+	}
+}
+
+// keyedSink is a sink that records the executor's interaction_id (key)
+// with a new interaction, for RestoreInteraction after a restart.
+type keyedSink interface {
+	InteractionKeyed(ctx context.Context, in *baton.Interaction, key string) error
+}
+
+// RestoreInteraction takes back an interaction that was open when the
+// hub restarted (the engine rebuilds it from the session's log): it can
+// be answered again, first answer wins, and it expires at expiresAt.
+// key is the executor's interaction_id.
+func (h *Hub) RestoreInteraction(sessionID, id, key, kind, turnID, toolUseID string, expiresAt *time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ag.init()
+	if h.closed || h.ag.byID[id] != nil {
 		return
 	}
-	h.holdLocked(a, &delivery{key: "interaction\x00" + x.key, method: proto.MethodInteractionResponse,
-		params: proto.InteractionResponseParams{InteractionID: x.key, Status: x.status, Answer: x.answer}})
+	x := &interaction{id: id, key: key, sessionID: sessionID, turnID: turnID, kind: kind, toolUseID: toolUseID}
+	h.ag.byID[id] = x
+	if a := h.ag.sessions[sessionID]; a != nil {
+		x.epoch = a.epoch()
+		h.ag.byKey[ixKey(a.execID, key)] = x
+	}
+	if expiresAt != nil {
+		x.timer = h.clock.AfterFunc(max(0, expiresAt.Sub(h.clock.Now())), func() { h.expire(x) })
+	}
 }
 
 // dropInteractionsLocked forgets a session's interactions.
@@ -215,7 +275,9 @@ func (h *Hub) dropInteractionsLocked(sessionID string) {
 }
 
 // CustomToolResult implements baton.Brains. A JSON string content is sent
-// as one text block.
+// as one text block. A result for a session the hub does not know (it
+// restarted, and the executor has not resumed the session yet) is held
+// until it does.
 func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult) error {
 	content := r.Content
 	var s string
@@ -229,14 +291,15 @@ func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult
 	defer h.mu.Unlock()
 	h.ag.init()
 	a := h.ag.sessions[sessionID]
-	if a == nil || a.closing {
+	switch { // a == nil: held until the executor resumes the session after a restart
+	case a != nil && a.closing:
 		return fmt.Errorf("%w: %s", ErrNoAgentSession, sessionID)
-	}
-	if a.custom[toolUseID] {
+	case a != nil && a.custom[toolUseID]:
 		return nil // only the first result of a call counts
+	case a != nil:
+		a.custom[toolUseID] = true
 	}
-	a.custom[toolUseID] = true
-	h.holdLocked(a, &delivery{key: "custom\x00" + toolUseID, method: proto.MethodCustomToolResult,
+	h.holdAnyLocked(sessionID, &delivery{key: "custom\x00" + toolUseID, method: proto.MethodCustomToolResult,
 		params: proto.CustomToolResultParams{SessionID: sessionID, ToolUseID: toolUseID, Content: content, IsError: r.IsError}})
 	return nil
 }
