@@ -45,6 +45,7 @@ type agents struct {
 	refs     map[string]string        // last executor_session_ref, by session id
 	byKey    map[string]*interaction  // by ixKey
 	byID     map[string]*interaction  // by platform interaction id
+	early    map[string][]*delivery   // held for a session not taken back yet (the hub restarted)
 }
 
 func (g *agents) init() {
@@ -53,6 +54,7 @@ func (g *agents) init() {
 		g.refs = map[string]string{}
 		g.byKey = map[string]*interaction{}
 		g.byID = map[string]*interaction{}
+		g.early = map[string][]*delivery{}
 	}
 }
 
@@ -147,7 +149,8 @@ func (h *Hub) StartTurn(ctx context.Context, t *baton.BrainTurn) error {
 		h.epoch++
 		a := &agentSession{id: t.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
 			turns: map[string]bool{}, custom: map[string]bool{}}
-		h.ag.sessions[t.SessionID] = a // before turn.start: its events may come before its answer
+		h.ag.sessions[t.SessionID] = a  // before turn.start: its events may come before its answer
+		delete(h.ag.early, t.SessionID) // held for an agent session that never came back
 		h.mu.Unlock()
 		last = h.sendStart(ctx, a, rec, c, t, a.epoch())
 		if last == nil {
@@ -180,12 +183,13 @@ func (h *Hub) sendStart(ctx context.Context, a *agentSession, rec *execRec, c *c
 			return fmt.Errorf("turn credentials: %w", err)
 		}
 	}
+	ws := h.workspaceOf(rec, t.SessionID, epoch)
 	h.mu.Lock()
 	p := proto.TurnStartParams{
 		SessionID: t.SessionID, TurnID: t.TurnID, Input: t.Input, ExecutorSessionRef: h.ag.refs[t.SessionID],
 		Metadata: proto.TurnMetadata{
 			ModelBaseURL: md.ModelBaseURL, ModelToken: md.ModelToken, ModelTokenExpiresAt: md.ModelTokenExpiresAt,
-			ToolsMCPURL: md.ToolsMCPURL, ToolsMCPToken: md.ToolsMCPToken, Epoch: epoch,
+			ToolsMCPURL: md.ToolsMCPURL, ToolsMCPToken: md.ToolsMCPToken, Epoch: epoch, WorkspacePath: ws,
 		},
 	}
 	if ag := rec.caps.Agent; ag != nil && ag.CustomTools {
@@ -320,8 +324,10 @@ func (h *Hub) CloseAgent(sessionID string) {
 	defer h.mu.Unlock()
 	h.ag.init()
 	delete(h.ag.refs, sessionID)
+	delete(h.ag.early, sessionID)
 	a := h.ag.sessions[sessionID]
 	if a == nil || a.closing {
+		h.dropInteractionsLocked(sessionID) // restored ones of a session never taken back
 		return
 	}
 	a.closing = true
@@ -504,6 +510,7 @@ func (h *Hub) resumeAgentsLocked(rec *execRec, r *proto.Resume) []*agentSession 
 			a := &agentSession{id: s.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
 				acked: *s.AckedSequence, turns: map[string]bool{}, custom: map[string]bool{}}
 			h.ag.sessions[a.id] = a
+			h.takeEarlyLocked(a)
 			out = append(out, a)
 		}
 	}

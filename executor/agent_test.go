@@ -147,7 +147,8 @@ func TestAgentTurnStartAndEvents(t *testing.T) {
 	}
 	md := p.Metadata
 	if p.TurnID != "trn_1" || string(p.Input) != string(turn.Input) || md.Epoch <= 0 || md.ModelToken != "bae_mdt_x" ||
-		md.ModelBaseURL != "http://baton/v1/model" || len(md.CustomTools) != 1 || md.CustomTools[0].Name != "lookup" || p.ExecutorSessionRef != "" {
+		md.ModelBaseURL != "http://baton/v1/model" || len(md.CustomTools) != 1 || md.CustomTools[0].Name != "lookup" || p.ExecutorSessionRef != "" ||
+		md.WorkspacePath != "" { // no files without Options.Files
 		t.Fatalf("turn.start %+v", p)
 	}
 	ep := md.Epoch

@@ -27,6 +27,15 @@ import (
 // tokens run out (Options.FileRenew). The hub is the file service's
 // filearea.Epochs: the tokens of an epoch that is no longer the binding's
 // are refused.
+//
+// Each executor session mounts its views below a directory of its own:
+// the path FileViews gives a view (e.g. "/workspace") is sent as
+// proto.SessionViewPath, "/sessions/<executor session id>/workspace", so
+// that one executor holds the files of several sessions at once — remote
+// sandboxes (sbx_…) of different Baton sessions, and a brain session next
+// to a sandbox of the same Baton session. A remote shell's commands run in
+// its workspace view's directory (Shell.Exec sends it as cwd), and a
+// brain's turn.start names it (metadata.workspace_path).
 
 // FileViews mints the views of a session's files that fs.mount hands an
 // executor, each with a token for one binding epoch (*filearea.Minter
@@ -44,6 +53,7 @@ const DefaultFileRenew = 12 * time.Hour
 // Hub.mu, except ops.
 type mount struct {
 	area     string        // the Baton session whose files it shows
+	cwd      string        // a shell's working directory: its workspace view's path
 	b        *Binding      // a remote shell, or
 	a        *agentSession // a brain
 	epoch    int64         // the epoch of the views the executor has; 0: none yet, or due for renewal
@@ -228,6 +238,10 @@ func (h *Hub) remountFiles(ctx context.Context, b *Binding) error {
 	}
 	views, err := h.fs.views.For(m.area, epoch)
 	if err == nil {
+		views = proto.SessionViews(b.sessionID, views)
+		h.mu.Lock()
+		m.cwd = workdir(views)
+		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(ctx, h.callTimeout)
 		var res proto.FsMountResult
 		err = c.peer.Call(ctx, proto.MethodFsMount, proto.FsMountParams{SessionID: b.sessionID, Epoch: epoch, Views: views}, &res)
@@ -248,6 +262,52 @@ func (h *Hub) remountFiles(ctx context.Context, b *Binding) error {
 		return fmt.Errorf("fs.mount on executor %s: %w", b.rec.id, err)
 	}
 	return nil
+}
+
+// workdir is where commands run among views: the path of the workspace
+// view, else of the first view; "" without views.
+func workdir(views []proto.FsView) string {
+	for _, v := range views {
+		if v.View == WorkspaceView {
+			return v.Path
+		}
+	}
+	if len(views) > 0 {
+		return views[0].Path
+	}
+	return ""
+}
+
+// WorkspaceView is the name of the default view of a session's files.
+const WorkspaceView = "workspace"
+
+// mountedCwd is the working directory of b's commands: its workspace
+// view's path when the Baton session's files are mounted, else "".
+func (h *Hub) mountedCwd(b *Binding) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.fs.byBinding[b]; m != nil && !m.gone {
+		return m.cwd
+	}
+	return ""
+}
+
+// workspaceOf is turn.start's workspace_path for brain session
+// sessionID on rec: the path its workspace view is mounted at, or "" when
+// the hub mints no views or the executor has no capabilities.fs.
+func (h *Hub) workspaceOf(rec *execRec, sessionID string, epoch int64) string {
+	h.mu.Lock()
+	views := h.fs.views
+	fs := rec != nil && rec.caps.FS != nil
+	h.mu.Unlock()
+	if views == nil || !fs {
+		return ""
+	}
+	vs, err := views.For(sessionID, epoch) // for their paths; the tokens go unused
+	if err != nil {
+		return ""
+	}
+	return workdir(proto.SessionViews(sessionID, vs))
 }
 
 // unmountFiles sends fs.unmount with flush for b, so that what was
@@ -309,6 +369,7 @@ func (h *Hub) mountGateLocked(a *agentSession, rec *execRec, c *conn) bool {
 func (h *Hub) mountAgent(m *mount, c *conn, epoch int64) {
 	views, err := h.fs.views.For(m.area, epoch)
 	if err == nil {
+		views = proto.SessionViews(m.a.id, views)
 		ctx, cancel := context.WithTimeout(context.Background(), h.callTimeout)
 		var res proto.FsMountResult
 		err = c.peer.Call(ctx, proto.MethodFsMount, proto.FsMountParams{SessionID: m.a.id, Epoch: epoch, Views: views}, &res)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -109,6 +110,17 @@ func TestShellMountsFiles(t *testing.T) {
 		t.Fatalf("fs.mount %+v for sandbox %s assigned at %d", mp, id, ap.Epoch)
 	}
 	ep := ap.Epoch
+	if want := "/sessions/" + id + "/workspace"; mp.Views[0].Path != want {
+		t.Errorf("view path %q, want %q: below the sandbox's own directory", mp.Views[0].Path, want)
+	}
+	// Its commands run in the workspace view by default.
+	done := s.execAsync(id, "cat a.txt", baton.ExecOptions{})
+	if in := x.answerExec(`{"stdout":"a","stderr":"","exit_code":0}`, false); in["cwd"] != mp.Views[0].Path {
+		t.Errorf("process.exec input %v: want cwd %s", in, mp.Views[0].Path)
+	}
+	if r := <-done; r.err != nil || r.res.Stdout != "a" {
+		t.Errorf("exec: %+v", r)
+	}
 	if got, want := epochs(e.hub, "ses_1", ep), fmt.Sprintf("current=%d/true epoch %d: true/true", ep, ep); got != want {
 		t.Errorf("file service: %s, want %s", got, want)
 	}
@@ -217,7 +229,7 @@ func TestAgentMountsFiles(t *testing.T) {
 
 	p := e.startOn(t, x, turnOf("ses_1", "trn_1"))
 	mp := x.expectMount("ses_1", nil)
-	if mp.SessionID != "ses_1" || mp.Epoch != p.Metadata.Epoch {
+	if mp.SessionID != "ses_1" || mp.Epoch != p.Metadata.Epoch || mp.Views[0].Path != "/sessions/ses_1/workspace" || p.Metadata.WorkspacePath != mp.Views[0].Path {
 		t.Fatalf("fs.mount %+v after turn.start at epoch %d", mp, p.Metadata.Epoch)
 	}
 	if got, want := epochs(e.hub, "ses_1", mp.Epoch), fmt.Sprintf("current=%d/true epoch %d: true/true", mp.Epoch, mp.Epoch); got != want {

@@ -164,7 +164,10 @@ type execOutput struct {
 	Error     string  `json:"error"`
 }
 
-// Exec runs `sh -c command` on the sandbox's executor. opt.Stdin is
+// Exec runs `sh -c command` on the sandbox's executor, in the directory
+// of its session's workspace view when the files are mounted (cwd, e.g.
+// "/sessions/sbx_1/workspace", which the executor maps to where it
+// mounted the view). opt.Stdin is
 // refused (ErrNoStdin); opt.Limit (default DefaultExecLimit) caps each
 // stream. ctx's deadline, if any, is sent as timeout_ms. A command that
 // could not run or was stopped is an error carrying what output there
@@ -180,6 +183,9 @@ func (s *Shell) Exec(ctx context.Context, id, command string, opt baton.ExecOpti
 		return baton.ExecResult{}, fmt.Errorf("unknown executor sandbox %s", id)
 	}
 	input := map[string]any{"command": command}
+	if cwd := s.hub.mountedCwd(b); cwd != "" {
+		input["cwd"] = cwd // the session's files: a relative path names one of them
+	}
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)

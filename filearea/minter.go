@@ -11,14 +11,17 @@ import (
 
 // View names one view of a session's files.
 type View struct {
-	Name     string // the {view} of the service URL, e.g. "workspace"
-	Path     string // where the executor mounts it, e.g. "/workspace"
+	Name string // the {view} of the service URL, e.g. "workspace"
+	// Path is where the view goes within an executor session's directory,
+	// e.g. "/workspace"; fs.mount sends it below that directory, as
+	// proto.SessionViewPath: "/sessions/<executor session id>/workspace".
+	Path     string
 	Root     string // the cleaned directory it shows; "" for the whole area
 	Readonly bool
 }
 
-// Workspace returns the default view: the whole file area, writable,
-// mounted at /workspace.
+// Workspace returns the default view: the whole file area, writable, at
+// /workspace of each executor session's directory.
 func Workspace() View { return View{Name: "workspace", Path: "/workspace"} }
 
 // Mounter is the part of an executor binding (*executor.Binding) that
@@ -42,7 +45,8 @@ type Minter struct {
 }
 
 // For returns the views of session sessionID for binding epoch epoch,
-// each with a fresh token.
+// each with a fresh token, at their paths as Views name them (the hub
+// moves them below the executor session's directory).
 func (m *Minter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
 	views := m.Views
 	if views == nil {
@@ -77,11 +81,12 @@ func (m *Minter) Mount(ctx context.Context, b Mounter) ([]string, error) {
 // MountArea is Mount for a binding whose executor session is not the
 // Baton session owning the files, such as a remote sandbox (sbx_…) of
 // session area: the views show area's files, and fs.mount names b's
-// session.
+// session, below whose directory they are mounted
+// (proto.SessionViewPath).
 func (m *Minter) MountArea(ctx context.Context, b Mounter, area string) ([]string, error) {
 	views, err := m.For(area, b.Epoch())
 	if err != nil {
 		return nil, err
 	}
-	return b.Mount(ctx, views)
+	return b.Mount(ctx, proto.SessionViews(b.SessionID(), views))
 }

@@ -43,7 +43,7 @@ func TestMinter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []proto.FsView{{View: "workspace", Path: "/workspace", ServiceURL: "https://baton.example/v1/fs/ses_1/workspace",
+	want := []proto.FsView{{View: "workspace", Path: "/sessions/ses_1/workspace", ServiceURL: "https://baton.example/v1/fs/ses_1/workspace",
 		Token: "tok:ses_1:workspace:3:false"}}
 	if diff := cmp.Diff([][]proto.FsView{want}, b.sent); diff != "" {
 		t.Errorf("fs.mount views (-want +got):\n%s", diff)
@@ -60,7 +60,7 @@ func TestMinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := b.sent[1]
-	if len(got) != 2 || got[0].Token != "tok:ses_1:workspace:4:false" || got[1].Token != "tok:ses_1:out:4:true" || !got[1].Readonly {
+	if len(got) != 2 || got[0].Token != "tok:ses_1:workspace:4:false" || got[1].Token != "tok:ses_1:out:4:true" || !got[1].Readonly || got[1].Path != "/sessions/ses_1/out" {
 		t.Errorf("views after resume: %+v", got)
 	}
 	if g := tokens.issued[len(tokens.issued)-1]; g.Root != "results" || g.View != "out" {
@@ -72,7 +72,8 @@ func TestMinter(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = b.sent[2]
-	if got[0].ServiceURL != "https://baton.example/v1/fs/ses_owner/workspace" || got[0].Token != "tok:ses_owner:workspace:4:false" {
+	if got[0].ServiceURL != "https://baton.example/v1/fs/ses_owner/workspace" || got[0].Token != "tok:ses_owner:workspace:4:false" ||
+		got[0].Path != "/sessions/ses_1/workspace" { // below the binding's session, not the area's
 		t.Errorf("MountArea views: %+v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -86,6 +87,13 @@ func (e *Executor) onTurnStart(r *request) (any, *RPCError) {
 		s.epoch = p.Metadata.Epoch
 	}
 	s.turns[p.TurnID] = true
+	if ws := p.Metadata.WorkspacePath; ws != "" {
+		if e.files == nil || !strings.HasPrefix(ws, "/") {
+			p.Metadata.WorkspacePath = ""
+		} else {
+			p.Metadata.WorkspacePath = e.files.localDir(ws)
+		}
+	}
 	ctx, cancel := context.WithCancel(e.life)
 	t := &Turn{SessionID: p.SessionID, ID: p.TurnID, Input: p.Input, Metadata: p.Metadata,
 		e: e, s: s, ctx: ctx, cancel: cancel, done: make(chan struct{}),

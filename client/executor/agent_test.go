@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -601,6 +602,34 @@ func TestAgentTurnRightAfterIdle(t *testing.T) {
 			if ev.TurnID != turn || ev.typ(t) != want || ev.Sequence != seq {
 				t.Fatalf("event %d %s of %s, want %d %s of %s", ev.Sequence, ev.Event, ev.TurnID, seq, want, turn)
 			}
+		}
+	}
+}
+
+// TestAgentTurnWorkspacePath: turn.start's workspace_path becomes the
+// local directory of the session's workspace view, below Files.Root; an
+// executor without Files passes none on.
+func TestAgentTurnWorkspacePath(t *testing.T) {
+	for _, files := range []bool{true, false} {
+		h := newHarness(t)
+		got := make(chan string, 1)
+		a := newScriptAgent(func(_ context.Context, t *Turn) error {
+			got <- t.Metadata.WorkspacePath
+			return nil
+		})
+		cfg := agentConfig(h, t, a, 0)
+		root := t.TempDir()
+		want := ""
+		if files {
+			cfg.Files = &FileMounts{Root: root, Mode: MountSync}
+			want = filepath.Join(root, "sessions", "ses_1", "workspace")
+		}
+		_, fc, _ := h.start(t, cfg)
+		p := turnStart("ses_1", "turn_1", 1)
+		p["metadata"].(map[string]any)["workspace_path"] = "/sessions/ses_1/workspace"
+		fc.result(t, "turn.start", p, nil)
+		if g := <-got; g != want {
+			t.Errorf("files %v: Turn.Metadata.WorkspacePath %q, want %q", files, g, want)
 		}
 	}
 }

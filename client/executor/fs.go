@@ -23,8 +23,11 @@ const (
 // executor. With it set, executor.register declares capabilities.fs.
 type FileMounts struct {
 	// Root is put before every view path: with Root "/srv/baton" the view
-	// path "/workspace" is mounted at /srv/baton/workspace. Empty mounts
-	// at the paths as the harness names them.
+	// path "/sessions/sbx_1/workspace" (Baton names a directory of its own
+	// for each executor session) is mounted at
+	// /srv/baton/sessions/sbx_1/workspace. Empty mounts at the paths as
+	// the harness names them. A process.exec cwd in a mounted view is
+	// mapped the same way (ExecRequest.Cwd).
 	Root string
 	// Mode is MountAuto (the default), MountFUSE or MountSync.
 	Mode string
@@ -98,6 +101,7 @@ type viewKey struct{ session, view string }
 // viewMount is one mounted view.
 type viewMount struct {
 	key      viewKey
+	path     string // the view path fs.mount named, cleaned
 	dir      string // the local mount point
 	url      string
 	readonly bool
@@ -235,12 +239,31 @@ func (m *fileMounts) localDir(p string) string {
 	return filepath.Join(m.cfg.Root, filepath.FromSlash(path.Clean(p)))
 }
 
+// localPath maps p, a path the harness names for session sessionID (such
+// as process.exec's cwd), to the local directory when it lies in one of
+// the session's mounted views: with Root "/srv/baton", the view path
+// "/sessions/sbx_1/workspace" and p "/sessions/sbx_1/workspace/src" it is
+// "/srv/baton/sessions/sbx_1/workspace/src". Any other p is returned as
+// it is.
+func (m *fileMounts) localPath(sessionID, p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return p
+	}
+	clean := path.Clean(p)
+	for _, vm := range m.of(func(k viewKey) bool { return k.session == sessionID }) {
+		if rel, ok := strings.CutPrefix(clean, vm.path); ok && (rel == "" || strings.HasPrefix(rel, "/") || vm.path == "/") {
+			return filepath.Join(vm.dir, filepath.FromSlash(rel))
+		}
+	}
+	return p
+}
+
 // mountView mounts one view as the mode says.
 func (m *fileMounts) mountView(k viewKey, dir string, v fsView) (*viewMount, error) {
 	if dir == filepath.Clean(m.cfg.Root) || dir == string(filepath.Separator) {
 		return nil, errors.New("a view cannot be mounted at the root")
 	}
-	vm := &viewMount{key: k, dir: dir, url: v.ServiceURL, readonly: v.Readonly,
+	vm := &viewMount{key: k, path: path.Clean(v.Path), dir: dir, url: v.ServiceURL, readonly: v.Readonly,
 		remote: newRemote(v.ServiceURL, v.Token, m.e.cfg.HTTPClient)}
 	var err error
 	if m.cfg.Mode != MountSync {

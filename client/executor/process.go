@@ -24,8 +24,13 @@ type ProcessHandler interface {
 type ExecRequest struct {
 	SessionID string
 	Command   string
-	Cwd       string
-	Timeout   time.Duration // 0: none
+	// Cwd is the directory to run in, as the harness sent it, except that
+	// a path in a view of the session's files mounted here (the harness
+	// sends a remote sandbox's workspace view path, such as
+	// "/sessions/sbx_1/workspace") is the local directory where it is
+	// mounted (below FileMounts.Root).
+	Cwd     string
+	Timeout time.Duration // 0: none
 }
 
 // ExecResult is process.exec's content.
@@ -129,6 +134,9 @@ func (e *Executor) execTool(ctx context.Context, c Call) (Result, error) {
 	}
 	if in.Command == "" {
 		return ErrorResult("invalid process.exec input: command is required"), nil
+	}
+	if e.files != nil {
+		in.Cwd = e.files.localPath(c.SessionID, in.Cwd) // a mounted view of the session's files
 	}
 	res, err := e.cfg.Process.Exec(ctx, ExecRequest{SessionID: c.SessionID, Command: in.Command, Cwd: in.Cwd,
 		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond})

@@ -158,3 +158,48 @@ func TestCapped(t *testing.T) {
 		t.Errorf("capped = %q cut=%v", c.String(), c.cut)
 	}
 }
+
+// TestProcessExecCwdInView: a cwd in a view of the session's files (the
+// path fs.mount named, as the harness sends a remote sandbox's workspace)
+// runs in the local mount directory below Files.Root; one in another
+// session's view, or outside every view, is left as it is.
+func TestProcessExecCwdInView(t *testing.T) {
+	h := newHarness(t)
+	root := t.TempDir()
+	cfg := h.config(t)
+	cfg.Scope = Machine("mch_1")
+	cfg.Capabilities.Process = &ProcessCapability{}
+	cfg.Process = &Shell{Dir: t.TempDir()}
+	cfg.Files = &FileMounts{Root: root, Mode: MountSync, SyncInterval: time.Hour}
+	_, fc, _ := h.start(t, cfg)
+	f := newFakeFiles(t, map[string]string{"a.txt": "mine", "sub/b.txt": "deep"})
+	f.allow("t")
+	ws := func(session string) map[string]any {
+		v := view(f, session, "t", false)
+		v["path"] = "/sessions/" + session + "/workspace"
+		return v
+	}
+	fc.result(t, "fs.mount", mountParams("ses_1", ws("ses_1")), nil)
+	fc.result(t, "fs.mount", mountParams("ses_2", ws("ses_2")), nil) // a second session at once: no path_in_use
+
+	for i, c := range []struct{ cwd, cmd, out string }{
+		{"/sessions/ses_1/workspace", "cat a.txt", "mine"},
+		{"/sessions/ses_1/workspace/sub/", "cat b.txt", "deep"},
+		{"/sessions/ses_1/workspace", "pwd", filepath.Join(root, "sessions", "ses_1", "workspace") + "\n"},
+	} {
+		fc.result(t, "tool.call", callParams("c"+itoa(i), ProcessExec, map[string]any{"command": c.cmd, "cwd": c.cwd}), nil)
+		if got := decode[execView](t, nextResult(t, fc).Content); got.Stdout != c.out || got.ExitCode != 0 {
+			t.Errorf("%s in %s = %+v, want %q", c.cmd, c.cwd, got, c.out)
+		}
+	}
+	// ses_1's call names ses_2's view: not mapped, so not found here.
+	fc.result(t, "tool.call", callParams("x", ProcessExec, map[string]any{"command": "true", "cwd": "/sessions/ses_2/workspace"}), nil)
+	if r := nextResult(t, fc); !r.IsError || !strings.Contains(decode[execView](t, r.Content).Error, `"/sessions/ses_2/workspace" is not a directory`) {
+		t.Errorf("exec in another session's view = %s", r.Content)
+	}
+	// A path that only starts like the view is not in it.
+	fc.result(t, "tool.call", callParams("y", ProcessExec, map[string]any{"command": "true", "cwd": "/sessions/ses_1/workspace2"}), nil)
+	if r := nextResult(t, fc); !r.IsError || !strings.Contains(decode[execView](t, r.Content).Error, `"/sessions/ses_1/workspace2"`) {
+		t.Errorf("exec next to the view = %s", r.Content)
+	}
+}

@@ -18,6 +18,12 @@ type TurnMetadata struct {
 	ToolsMCPToken       string    `json:"tools_mcp_token,omitempty"`
 	CustomTools         []ToolDef `json:"custom_tools,omitempty"`
 	Epoch               int64     `json:"epoch"`
+	// WorkspacePath is the local directory of the session's workspace
+	// view (below FileMounts.Root) when Baton mounts the session's files
+	// on this executor (it sends fs.mount right after the first
+	// turn.start, so the directory may fill shortly after the turn
+	// begins); empty without files.
+	WorkspacePath string `json:"workspace_path,omitempty"`
 }
 
 // Input is user input added to a running turn with turn.input.

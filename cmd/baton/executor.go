@@ -323,6 +323,9 @@ func buildExecWorker(ctx context.Context, s *executorSetup, log *slog.Logger) (*
 				return nil, err
 			}
 			w.closers = append(w.closers, sb.Close)
+			if x := s.file.Files; x != nil {
+				sb.mounts = x.Root // commands in the sandboxes do not see the mounts
+			}
 			shell = sb
 		} else {
 			shell = &executor.Shell{Dir: s.workDir, Env: env, MaxOutput: p.MaxOutput}

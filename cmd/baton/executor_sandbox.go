@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ type sandboxShell struct {
 	max    int
 	idle   time.Duration
 	log    *slog.Logger
+	// mounts is where [files] mounts session views on the host ("": no
+	// [files]); the sandboxes do not see them, so a cwd there (a remote
+	// sandbox's workspace, which the server sends by default) is dropped.
+	mounts string
 
 	mu    sync.Mutex
 	boxes map[string]*sessionBox // by session id
@@ -102,8 +107,19 @@ func (s *sandboxShell) Close() {
 	}
 }
 
+// hostMount reports whether dir lies where [files] mounts views on the
+// host.
+func (s *sandboxShell) hostMount(dir string) bool {
+	if s.mounts == "" {
+		return false
+	}
+	rel, err := filepath.Rel(s.mounts, dir)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
 // Exec runs req.Command in the session's sandbox, in req.Cwd when set
-// (relative to the sandbox's working directory).
+// (relative to the sandbox's working directory) and not a host mount of
+// session files (hostMount).
 func (s *sandboxShell) Exec(ctx context.Context, req executor.ExecRequest) (executor.ExecResult, error) {
 	fail := executor.ExecResult{ExitCode: -1}
 	if req.Command == "" {
@@ -115,7 +131,7 @@ func (s *sandboxShell) Exec(ctx context.Context, req executor.ExecRequest) (exec
 	}
 	defer s.release(b)
 	cmd := req.Command
-	if req.Cwd != "" {
+	if req.Cwd != "" && !s.hostMount(req.Cwd) {
 		cmd = "cd " + shQuote(req.Cwd) + " || exit 1\n" + cmd
 	}
 	if req.Timeout > 0 {

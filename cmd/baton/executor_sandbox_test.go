@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,7 @@ func (f *fakeBoxes) record() (started, stopped, execs []string, cleanups int) {
 func TestExecutorCmdSandboxShell(t *testing.T) {
 	d := &fakeBoxes{}
 	s := newSandboxShell(d, &execProcess{Image: "img", MaxOutput: 99, IdleTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	s.mounts = filepath.FromSlash("/srv/mnt")
 	ctx := context.Background()
 
 	res, err := s.Exec(ctx, executor.ExecRequest{SessionID: "a", Command: "echo 1"})
@@ -86,6 +88,11 @@ func TestExecutorCmdSandboxShell(t *testing.T) {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
 	if _, err := s.Exec(ctx, executor.ExecRequest{SessionID: "a", Command: "echo 2", Cwd: "sub dir"}); err != nil {
+		t.Fatal(err)
+	}
+	// A host mount of session files (a remote sandbox's workspace, sent by
+	// default) is not visible in the sandbox: the command runs as it is.
+	if _, err := s.Exec(ctx, executor.ExecRequest{SessionID: "a", Command: "echo 2b", Cwd: filepath.FromSlash("/srv/mnt/sessions/a/workspace")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Exec(ctx, executor.ExecRequest{SessionID: "b", Command: "echo 3"}); err != nil {
@@ -113,7 +120,7 @@ func TestExecutorCmdSandboxShell(t *testing.T) {
 	if diff := cmp.Diff([]string{"box1-img"}, stopped); diff != "" {
 		t.Errorf("stopped (-want +got):\n%s", diff)
 	}
-	wantExecs := []string{"box1-img: echo 1", "box1-img: cd 'sub dir' || exit 1\necho 2", "box2-img: echo 3", "box2-img: wait-for-cancel"}
+	wantExecs := []string{"box1-img: echo 1", "box1-img: cd 'sub dir' || exit 1\necho 2", "box1-img: echo 2b", "box2-img: echo 3", "box2-img: wait-for-cancel"}
 	if diff := cmp.Diff(wantExecs, execs); diff != "" {
 		t.Errorf("execs (-want +got):\n%s", diff)
 	}

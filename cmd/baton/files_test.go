@@ -186,7 +186,7 @@ func mountRoundTrip(t *testing.T, ctx context.Context, s *server, sess *client.S
 	if diff := cmp.Diff([]string{"workspace"}, mounted); diff != "" {
 		t.Errorf("mounted (-want +got):\n%s", diff)
 	}
-	dir := filepath.Join(root, "workspace")
+	dir := filepath.Join(root, "sessions", sess.ID, "workspace") // the binding's own directory
 	if got, err := os.ReadFile(filepath.Join(dir, "in/brief.txt")); err != nil || string(got) != "from the client" {
 		t.Errorf("the client's file in the mount: %q, %v", got, err)
 	}

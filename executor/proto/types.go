@@ -399,6 +399,10 @@ type TurnMetadata struct {
 	ToolsMCPToken       string    `json:"tools_mcp_token,omitempty"`
 	CustomTools         []ToolDef `json:"custom_tools,omitempty"`
 	Epoch               int64     `json:"epoch"`
+	// WorkspacePath is a Baton extension: where the session's workspace
+	// view is mounted (fs.mount follows the first turn.start), as
+	// SessionViewPath names it; empty when no files are mounted.
+	WorkspacePath string `json:"workspace_path,omitempty"`
 }
 
 // TurnStartResult answers turn.start.
