@@ -140,11 +140,15 @@ func (c *call) sendMessage() {
 		c.fail(c.rpcError(err))
 		return
 	}
-	c.out.start() // headers go out at once, even while the turn is queued
 	select {
-	case <-turn.Started:
-	case <-c.ctx.Done():
-		return
+	case <-turn.Started: // the headers leave with the turn's first events
+	default:
+		c.out.start() // queued: the headers go out at once
+		select {
+		case <-turn.Started:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 	sub := turn.Sub()
 	if sub != nil {
@@ -302,13 +306,22 @@ func (s *stream) start() {
 	if s.started {
 		return
 	}
+	s.header()
+	if s.rc.Flush() != nil {
+		s.failed = true
+	}
+}
+
+// header writes the 200 and the NDJSON headers without flushing them, so
+// that they leave with the first frames.
+func (s *stream) header() {
+	if s.started {
+		return
+	}
 	s.started = true
 	s.w.Header().Set("Content-Type", "application/x-ndjson")
 	s.w.Header().Set("Cache-Control", "no-store")
 	s.w.WriteHeader(http.StatusOK)
-	if s.rc.Flush() != nil {
-		s.failed = true
-	}
 }
 
 // frame writes what is queued, then one frame and a newline.
@@ -324,15 +337,17 @@ func (s *stream) addFrame(b []byte) { s.buf = append(append(s.buf, b...), '\n') 
 // values.
 func (s *stream) add(ev *baton.Event) { s.buf = append(wire.AppendEventNotification(s.buf, ev), '\n') }
 
-// flush writes what is queued, in one write and one flush.
+// flush writes what is queued (after the headers, if they are still
+// unsent), in one write and one flush.
 func (s *stream) flush() bool {
-	s.start()
 	if s.failed {
 		return false
 	}
 	if len(s.buf) == 0 {
-		return true
+		s.start()
+		return !s.failed
 	}
+	s.header()
 	_, err := s.w.Write(s.buf)
 	s.buf = s.buf[:0]
 	if err != nil {
