@@ -14,10 +14,6 @@ import (
 // the profile lists in executor_environments (spec/executor.md).
 const dispatchExecutor = "executor"
 
-// recordAfter is how long an executor call may run before its
-// executor.tool.call record is committed on its own.
-const recordAfter = 10 * time.Millisecond
-
 // progressEvery is the least time between two stored progress reports of
 // one executor call; reports in between are dropped (tool.progress is
 // lossy anyway).
@@ -78,25 +74,20 @@ func (tc *turnCtx) withExecutors(prof *baton.Profile, base *toolset) *toolset {
 // failure (no executor, over capacity, timeout, the executor gone past
 // its resume window, the turn cancelled) is an error result saying why.
 //
-// Events: executor.tool.call (committed with the result, or after
-// recordAfter for a slower call), executor.tool.progress at most every
-// progressEvery, then executor.tool.result and tool.result, held to
-// share a commit with what the turn records next.
+// Events: executor.tool.call (committed while the call runs),
+// executor.tool.progress at most every progressEvery, then
+// executor.tool.result and tool.result, held to share a commit with what
+// the turn records next.
 func (tc *turnCtx) dispatchExecutor(u toolUse, target execTarget) (json.RawMessage, error) {
 	e, id, actor := tc.e, tc.a.id, tc.t.actor
 	callID := baton.NewID("call_")
-	// The call's record is held with the turn's tool.call events: a call
-	// answered within recordAfter commits it together with its result
-	// and the next model request, one commit instead of two on the
-	// call's path; a slower one gets it committed at recordAfter (by a
-	// timer goroutine the dispatch waits for), so that observers see
-	// long calls start. A progress report commits it too, in order.
-	tc.hold(baton.NewEvent(id, actor, baton.EventExecutorToolCall, map[string]any{
+	// The call goes out while its record commits (the next emit awaits it).
+	if err := tc.emitBehind(baton.NewEvent(id, actor, baton.EventExecutorToolCall, map[string]any{
 		"tool_use_id": u.ID, "tool_call_id": callID, "environment_id": target.env,
 		"tool": u.Name, "input": u.Input, "timeout_ms": e.executorTimeout.Milliseconds(),
-	}))
-	recorded := make(chan error, 1)
-	timer := time.AfterFunc(recordAfter, func() { recorded <- tc.emitBehind() })
+	})); err != nil {
+		return nil, err
+	}
 	pr := &progress{tc: tc, useID: u.ID, callID: callID}
 	res, err := e.executors.Call(tc.t.ctx, baton.ExecutorCall{
 		SessionID: id, ProfileID: target.profile, EnvironmentID: target.env,
@@ -104,11 +95,6 @@ func (tc *turnCtx) dispatchExecutor(u toolUse, target execTarget) (json.RawMessa
 		OnProgress: pr.report,
 	})
 	pr.finish()
-	if !timer.Stop() {
-		if err := <-recorded; err != nil {
-			return nil, err
-		}
-	}
 
 	var executorID any
 	if res.ExecutorID != "" {
@@ -139,40 +125,32 @@ type progress struct {
 
 	mu       sync.Mutex
 	last     time.Time
-	busy     bool // a report is being stored; later ones are dropped
 	finished bool
-	wg       sync.WaitGroup
 }
 
-// report runs on the executor connection's reader; it stores the report
-// unless one was stored less than progressEvery ago or is being stored.
+// report runs on the executor connection's reader; it queues the report
+// for commit (the reader never waits for one) unless one was stored less
+// than progressEvery ago. The turn's next emit reports a failed commit.
 func (p *progress) report(r baton.ExecutorProgress) {
 	now := time.Now()
 	p.mu.Lock()
-	if p.finished || p.busy || now.Sub(p.last) < progressEvery {
-		p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.finished || now.Sub(p.last) < progressEvery {
 		return
 	}
-	p.busy, p.last = true, now
-	p.wg.Add(1)
-	p.mu.Unlock()
-	defer p.wg.Done()
+	p.last = now
 	tc := p.tc
-	_ = tc.emit(baton.NewEvent(tc.a.id, tc.t.actor, baton.EventExecutorToolProgress, map[string]any{
+	_ = tc.emitBehind(baton.NewEvent(tc.a.id, tc.t.actor, baton.EventExecutorToolProgress, map[string]any{
 		"tool_use_id": p.useID, "tool_call_id": p.callID,
 		"message": r.Message, "progress": r.Progress, "total": r.Total,
 	}))
-	p.mu.Lock()
-	p.busy = false
-	p.mu.Unlock()
 }
 
-// finish stops reports and waits for one being stored.
+// finish stops reports: none is queued after it returns.
 func (p *progress) finish() {
 	p.mu.Lock()
 	p.finished = true
 	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // executorContent turns an executor's result content into tool_result
