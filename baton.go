@@ -40,6 +40,25 @@ func NewID(prefix string) string {
 	return string(buf)
 }
 
+// NewEventID returns an event id: PrefixEvent and 32 lowercase hex
+// characters like NewID, but the first 12 are the current Unix time in
+// milliseconds and only the other 80 bits are random. Ids made later sort
+// later, so the unique index on event ids grows at its right edge instead
+// of touching a random page for every insert.
+func NewEventID() string {
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	buf := make([]byte, len(PrefixEvent)+32)
+	copy(buf, PrefixEvent)
+	hex.Encode(buf[len(PrefixEvent):], b[:])
+	return string(buf)
+}
+
 // TimeLayout is the wire and storage format of every timestamp: UTC with
 // millisecond precision.
 const TimeLayout = "2006-01-02T15:04:05.000Z"

@@ -104,6 +104,11 @@ func (s *stream) next() (ev Event, result json.RawMessage, err error) {
 // close releases the response body.
 func (s *stream) close() { s.body.Close() }
 
+// drain reads the little that follows a terminal frame (the end of the
+// chunked body) so that the connection goes back to the pool: a body
+// closed before EOF costs a new connection on the next request.
+func (s *stream) drain() { _, _ = io.CopyN(io.Discard, s.body, 4<<10) }
+
 // call reads s to its terminal result, passing notifications to note.
 func (s *stream) call(note func(Event)) (json.RawMessage, error) {
 	defer s.close()
@@ -116,6 +121,7 @@ func (s *stream) call(note func(Event)) (json.RawMessage, error) {
 			return nil, err
 		}
 		if res != nil {
+			s.drain()
 			return res, nil
 		}
 		if note != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +324,33 @@ func TestConnectNetworkError(t *testing.T) {
 	var te *TransportError
 	if !errors.As(err, &te) || te.Op != "POST /api/v1/sessions" {
 		t.Fatalf("Connect to a closed port = %v, want *TransportError", err)
+	}
+}
+
+// TestRPCReusesConnection: a call read to its terminal frame leaves the
+// connection in the pool, so the next calls make no new connection, also
+// when the server flushes the terminal frame before ending the body.
+func TestRPCReusesConnection(t *testing.T) {
+	f := newFake(t)
+	var conns atomic.Int32
+	tr := f.srv.Client().Transport.(*http.Transport).Clone()
+	dial := (&net.Dialer{}).DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conns.Add(1)
+		return dial(ctx, network, addr)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	h := NewHarness(Config{BaseURL: f.srv.URL, ClientKey: testClientKey, ClientVersion: "1.2.3", HTTPClient: &http.Client{Transport: tr}})
+	s := f.connect(h)
+	f.on("session.execRemoteSandbox", func(n *ndjson, c rpcCall) {
+		n.result(`{"stdout":"","stderr":"","exit_code":0}`) // flushed, like BAE
+	})
+	for i := range 5 {
+		if err := s.Call(context.Background(), "session.execRemoteSandbox", map[string]string{"command": "true"}, nil); err != nil {
+			t.Fatalf("Call %d: %v", i, err)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("Connect and 5 sequential calls dialled %d connections, want 1", got)
 	}
 }

@@ -88,7 +88,7 @@ func (e *Engine) recordOwn(bs *brainSession, c *brainCall) error {
 	}
 	ids := map[string]bool{}
 	for _, ev := range own {
-		ev.ID = baton.NewID(baton.PrefixEvent)
+		ev.ID = baton.NewEventID()
 		ids[ev.ID] = true
 	}
 	bs.mu.Lock()

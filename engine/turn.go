@@ -247,7 +247,7 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 		}
 	}
 	for _, ev := range own {
-		ev.ID = baton.NewID(baton.PrefixEvent)
+		ev.ID = baton.NewEventID()
 		t.own[ev.ID] = true
 	}
 	close(t.started)

@@ -167,7 +167,7 @@ func (c *call) sendMessage() {
 	if !c.req.Notification() { // the events carry whole provider requests: copy, don't re-encode
 		c.out.buf = append(wire.AppendTurnResult(c.out.buf, c.req.ID, res.Message, res.Events), '\n')
 	}
-	c.out.flush()
+	c.out.end()
 }
 
 // forward relays the caller's feed until the turn is done. Notices that
@@ -287,7 +287,7 @@ func (c *call) subscribe() {
 	}
 }
 
-// stream writes NDJSON frames, flushing each, and remembers a failed write
+// stream writes NDJSON frames, flushing each batch of notices, and remembers a failed write
 // so the handler stops at the first one.
 type stream struct {
 	w       http.ResponseWriter
@@ -324,10 +324,24 @@ func (s *stream) header() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// frame writes what is queued, then one frame and a newline.
-func (s *stream) frame(b []byte) bool {
+// frame queues a last frame and writes everything queued without a
+// flush: the response ends next, and net/http then sends it together with
+// the end of the chunked body in one write.
+func (s *stream) frame(b []byte) {
 	s.addFrame(b)
-	return s.flush()
+	s.end()
+}
+
+// end writes what is queued without flushing it; see frame.
+func (s *stream) end() {
+	if s.failed {
+		return
+	}
+	s.header()
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.failed = true
+	}
+	s.buf = s.buf[:0]
 }
 
 // addFrame queues one frame and a newline.

@@ -250,7 +250,8 @@ func (s *Server) clientCalls(w http.ResponseWriter, r *http.Request) error {
 		if err != nil || c == nil {
 			return nil // headers are out: the stream just ends
 		}
-		if !out.frame(baton.MarshalJSON(c)) {
+		out.addFrame(baton.MarshalJSON(c))
+		if !out.flush() {
 			return nil
 		}
 	}

@@ -483,7 +483,7 @@ func (t *wtx) append(e *baton.Event) error {
 		return err
 	}
 	if e.ID == "" {
-		e.ID = baton.NewID(baton.PrefixEvent)
+		e.ID = baton.NewEventID()
 	}
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = baton.Now()

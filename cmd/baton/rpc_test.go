@@ -406,3 +406,27 @@ func TestRPCSandboxAndSubagentMethods(t *testing.T) {
 		}
 	}
 }
+
+// TestRPCSingleResponseIsOneWrite: a one-frame answer is not flushed
+// before the handler ends, so net/http sends it with a Content-Length
+// instead of as a chunked stream (one write, and the connection is
+// reusable as soon as the frame is read).
+func TestRPCSingleResponseIsOneWrite(t *testing.T) {
+	s := startServer(t)
+	sid, sk, _ := s.scriptedSession(t)
+	req, _ := http.NewRequest("POST", s.clientURL+"/api/v1/sessions/"+sid+"/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"session.registerDriver"}`))
+	req.Header.Set("Authorization", "Bearer "+sk)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.ContentLength != int64(len(b)) || len(resp.TransferEncoding) != 0 {
+		t.Fatalf("Content-Length %d, Transfer-Encoding %v for body %q; want the length of one unchunked body", resp.ContentLength, resp.TransferEncoding, b)
+	}
+	if want := `{"jsonrpc":"2.0","id":1,"result":{"registered":true}}` + "\n"; string(b) != want {
+		t.Fatalf("body %q, want %q", b, want)
+	}
+}
