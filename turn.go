@@ -36,6 +36,9 @@ type Turn struct {
 	// Started is closed when the turn takes the session's turn gate. From
 	// then on Sub carries the session's live feed.
 	Started <-chan struct{}
+	// Queued reports that the turn waits behind another one; otherwise it
+	// holds the gate already and Started closes as soon as it is set up.
+	Queued bool
 	// Sub returns the caller's live feed once Started is closed, or nil
 	// when the turn ended without starting (e.g. the session closed while
 	// it was queued). The caller must Close it when done.

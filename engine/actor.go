@@ -123,15 +123,16 @@ func (a *actor) loadLocked(ctx context.Context) error {
 
 // admit puts t through the gate (spec-client §7): the owner resumes its
 // parked turn at once; anyone may reclaim an expired or cancelled parked
-// turn ahead of the queue; an idle session starts t; otherwise t queues.
-func (a *actor) admit(ctx context.Context, t *turnRun) error {
+// turn ahead of the queue; an idle session starts t; otherwise t queues,
+// and queued says so.
+func (a *actor) admit(ctx context.Context, t *turnRun) (queued bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
-		return baton.Errorf(baton.ECodeNotOpen, "session is closed, not open")
+		return false, baton.Errorf(baton.ECodeNotOpen, "session is closed, not open")
 	}
 	if err := a.loadLocked(ctx); err != nil {
-		return err
+		return false, err
 	}
 	switch p := a.parked; {
 	case p != nil && p.owner == t.actor && !p.cancelled:
@@ -142,8 +143,9 @@ func (a *actor) admit(ctx context.Context, t *turnRun) error {
 		a.startLocked(t)
 	default:
 		a.queue = append(a.queue, t)
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 func (a *actor) takeParkedLocked(t *turnRun, reclaimed bool) {

@@ -226,7 +226,7 @@ func (e *Engine) sendBrain(key *baton.Key, s *baton.Session, machine string, msg
 		bs.mu.Unlock()
 		return nil, err
 	}
-	run := c
+	run, queued := c, false
 	switch t := bs.turn; {
 	case t == nil:
 		bs.startLocked(c)
@@ -244,8 +244,9 @@ func (e *Engine) sendBrain(key *baton.Key, s *baton.Session, machine string, msg
 		run = bs.reclaimLocked(t, c)
 	case t.paused || len(bs.queue) > 0:
 		bs.queue = append(bs.queue, c)
-		run = nil
+		run, queued = nil, true
 	default:
+		queued = true // it waits for the running turn to take its input
 		c.mode = modeJoin
 		t.calls = append(t.calls, c)
 	}
@@ -255,6 +256,7 @@ func (e *Engine) sendBrain(key *baton.Key, s *baton.Session, machine string, msg
 	}
 	return &baton.Turn{
 		Started: c.started,
+		Queued:  queued,
 		Sub: func() baton.Subscription {
 			if c.sub == nil {
 				return nil

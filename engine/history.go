@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -127,6 +128,9 @@ func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.
 // stripDispatch removes Baton's routing keys from tool_use blocks before
 // content goes to a provider.
 func stripDispatch(content json.RawMessage) json.RawMessage {
+	if !bytes.Contains(content, []byte(`"dispatch"`)) && !bytes.Contains(content, []byte(`"caller"`)) {
+		return content // nothing to strip: skip decoding every block
+	}
 	return mapToolUses(content, func(b block) json.RawMessage {
 		return setKey(setKey(b.Raw, "dispatch", nil), "caller", nil)
 	})

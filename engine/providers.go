@@ -226,36 +226,18 @@ func requestPayload(attempt int, kind string, entry *baton.ProviderEntry, maxTok
 	b = append(b, `{"attempt":`...)
 	b = strconv.AppendInt(b, int64(attempt), 10)
 	b = append(b, `,"base_url":`...)
-	b = append(b, baton.MarshalJSON(entry.EffectiveBaseURL())...)
+	b = baton.AppendString(b, entry.EffectiveBaseURL())
 	b = append(b, `,"kind":`...)
-	b = append(b, baton.MarshalJSON(kind)...)
+	b = baton.AppendString(b, kind)
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(maxTokens), 10)
-	b = append(b, `,"messages":[`...)
-	for i, m := range messages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"role":`...)
-		b = append(b, baton.MarshalJSON(m.Role)...)
-		b = append(b, `,"content":`...)
-		if len(m.Content) == 0 {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, m.Content...)
-		}
-		b = append(b, '}')
-	}
-	b = append(b, `],"model":`...)
-	b = append(b, baton.MarshalJSON(entry.Model)...)
+	b = append(b, `,"messages":`...)
+	b = baton.AppendMessages(b, messages)
+	b = append(b, `,"model":`...)
+	b = baton.AppendString(b, entry.Model)
 	b = append(b, `,"provider":`...)
-	b = append(b, baton.MarshalJSON(entry.Provider)...)
-	b = append(b, `,"tools":[`...)
-	for i, t := range tools {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, t...)
-	}
-	return append(b, "]}"...)
+	b = baton.AppendString(b, entry.Provider)
+	b = append(b, `,"tools":`...)
+	b = baton.AppendRaw(b, tools)
+	return append(b, '}')
 }

@@ -107,12 +107,14 @@ func (e *Engine) SendMessage(ctx context.Context, key *baton.Key, message json.R
 		started: make(chan struct{}), done: make(chan struct{}),
 	}
 	t.ctx, t.cancel = context.WithCancel(e.turnCtx)
-	if err := a.admit(ctx, t); err != nil {
+	queued, err := a.admit(ctx, t)
+	if err != nil {
 		t.cancel()
 		return nil, err
 	}
 	return &baton.Turn{
 		Started: t.started,
+		Queued:  queued,
 		Sub: func() baton.Subscription {
 			if t.sub == nil {
 				return nil

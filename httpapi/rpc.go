@@ -140,15 +140,13 @@ func (c *call) sendMessage() {
 		c.fail(c.rpcError(err))
 		return
 	}
+	if turn.Queued {
+		c.out.start() // the headers go out at once; a turn about to start sends them with its first events
+	}
 	select {
-	case <-turn.Started: // the headers leave with the turn's first events
-	default:
-		c.out.start() // queued: the headers go out at once
-		select {
-		case <-turn.Started:
-		case <-c.ctx.Done():
-			return
-		}
+	case <-turn.Started:
+	case <-c.ctx.Done():
+		return
 	}
 	sub := turn.Sub()
 	if sub != nil {
@@ -171,11 +169,19 @@ func (c *call) sendMessage() {
 }
 
 // forward relays the caller's feed until the turn is done. Notices that
-// are already queued go out together in one write. It returns false when
-// the stream ended early (client gone, lagged); what it queued last is
-// left for the caller to flush with the result.
+// are already queued go out together in one write, and once the turn's
+// final server.message.send is queued nothing more is flushed: the result
+// follows at once and leaves in the same write. It returns false when the
+// stream ended early (client gone, lagged); what it queued last is left
+// for the caller to write with the result.
 func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bool {
 	feed := sub.C()
+	final := false // the turn's reply is queued: hold everything for the result
+	queue := func(n baton.Notice) bool {
+		// server.message.send is the last event of a server turn.
+		final = final || n.Event != nil && n.Event.Type == baton.EventServerMessage
+		return c.notice(n, turn.Own, deltas)
+	}
 	// drain queues every notice already waiting; false: the feed ended.
 	drain := func() (open, ok bool) {
 		for {
@@ -184,7 +190,7 @@ func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bo
 				if !more {
 					return false, true
 				}
-				if !c.notice(n, turn.Own, deltas) {
+				if !queue(n) {
 					return true, false
 				}
 			default:
@@ -203,11 +209,11 @@ func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bo
 				feed = nil // session closed: wait for the turn's end
 				continue
 			}
-			if !c.notice(n, turn.Own, deltas) {
+			if !queue(n) {
 				return false
 			}
 			open, ok := drain()
-			if !ok || !c.out.flush() {
+			if !ok || !final && !c.out.flush() {
 				return false
 			}
 			if !open {

@@ -22,12 +22,12 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/provider"
@@ -51,16 +51,6 @@ var _ baton.Provider = (*Client)(nil)
 // New returns a client using hc, or, when hc is nil, a client of its own
 // (see provider.NewHTTP).
 func New(hc *http.Client) *Client { return &Client{provider.NewHTTP(hc)} }
-
-// request is the Messages API request body.
-type request struct {
-	Model     string            `json:"model"`
-	MaxTokens int               `json:"max_tokens"`
-	System    string            `json:"system,omitempty"`
-	Messages  []baton.Message   `json:"messages"`
-	Tools     []json.RawMessage `json:"tools"`
-	Stream    bool              `json:"stream"`
-}
 
 // Call sends req to the entry's endpoint and returns the reassembled reply.
 // Every failure is a *baton.ProviderError.
@@ -87,38 +77,42 @@ func (c *Client) Call(ctx context.Context, entry *baton.ProviderEntry, token str
 	return readPlain(resp, req.OnDelta)
 }
 
-// encode returns the request body.
+// encode returns the request body: the fields of request, in its order,
+// appended directly since messages and tools are already JSON (the whole
+// conversation goes out on every call).
 func encode(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]byte, error) {
-	r := request{
-		Model:     req.Model,
-		MaxTokens: req.MaxTokens,
-		System:    req.System,
-		Messages:  req.Messages,
-		Tools:     req.Tools,
-		Stream:    true,
+	model, maxTokens := req.Model, req.MaxTokens
+	if model == "" {
+		model = entry.Model
 	}
-	if r.Model == "" {
-		r.Model = entry.Model
+	if maxTokens <= 0 {
+		maxTokens = entry.MaxTokens
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = entry.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = defaultMaxTokens
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = defaultMaxTokens
+	size := 128 + len(model) + len(req.System)
+	for _, m := range req.Messages {
+		size += len(m.Content) + 32
 	}
-	if r.Messages == nil {
-		r.Messages = []baton.Message{}
+	for _, t := range req.Tools {
+		size += len(t) + 1
 	}
-	if r.Tools == nil {
-		r.Tools = []json.RawMessage{}
+	b := make([]byte, 0, size)
+	b = append(b, `{"model":`...)
+	b = baton.AppendString(b, model)
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	if req.System != "" {
+		b = append(b, `,"system":`...)
+		b = baton.AppendString(b, req.System)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	b = append(b, `,"messages":`...)
+	b = baton.AppendMessages(b, req.Messages)
+	b = append(b, `,"tools":`...)
+	b = baton.AppendRaw(b, req.Tools)
+	b = append(b, `,"stream":true}`...)
+	return b, nil
 }
 
 // readStream folds a server-sent event reply into a message.

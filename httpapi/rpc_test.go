@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/baton-engine/baton"
+)
+
+// flushCounter is a ResponseWriter that counts flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// feed is a Subscription over a channel the test fills.
+type feed chan baton.Notice
+
+func (f feed) C() <-chan baton.Notice { return f }
+func (f feed) Err() error             { return nil }
+func (f feed) Close()                 {}
+
+func notice(typ string) baton.Notice {
+	return baton.Notice{Event: &baton.Event{ID: "evt_" + typ, SessionID: "ses_1", Type: typ, Payload: []byte(`{}`)}}
+}
+
+// TestForwardHoldsTheReply: notices go out in one flush per batch, but
+// once the turn's server.message.send is queued nothing is flushed: the
+// reply leaves with the terminal result.
+func TestForwardHoldsTheReply(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batch   []string
+		flushes int
+	}{
+		{"reply", []string{baton.EventProviderResp, baton.EventServerMessage}, 0},
+		{"no reply yet", []string{baton.EventProviderReq}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+			c := &call{out: newStream(w), ctx: context.Background()}
+			c.out.started = true // the headers are out already
+			ch := make(feed, len(tc.batch))
+			for _, typ := range tc.batch {
+				ch <- notice(typ)
+			}
+			done := make(chan struct{})
+			turn := &baton.Turn{Done: done, Own: func(*baton.Event) bool { return false }}
+			ok := make(chan bool)
+			go func() { ok <- c.forward(ch, turn, false) }()
+			// Once forward has taken the whole batch it decides on the flush
+			// before it looks at Done again.
+			for len(ch) > 0 {
+				runtime.Gosched()
+			}
+			close(done)
+			if !<-ok {
+				t.Fatal("forward ended the stream early")
+			}
+			if w.flushes != tc.flushes {
+				t.Errorf("%d flushes, want %d", w.flushes, tc.flushes)
+			}
+			written := w.Body.String() + string(c.out.buf)
+			for _, typ := range tc.batch {
+				if !strings.Contains(written, `"event_type":"`+typ+`"`) {
+					t.Errorf("notice %s neither written nor queued: %q", typ, written)
+				}
+			}
+		})
+	}
+}
+
+var _ http.Flusher = (*flushCounter)(nil)
