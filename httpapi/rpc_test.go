@@ -37,21 +37,23 @@ func TestForwardHoldsTheReply(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		batch   []string
+		own     bool // the batch is the caller's own events, which it skips
 		flushes int
 	}{
-		{"reply", []string{baton.EventProviderResp, baton.EventServerMessage}, 0},
-		{"no reply yet", []string{baton.EventProviderReq}, 1},
+		{"reply", []string{baton.EventProviderResp, baton.EventServerMessage}, false, 0},
+		{"no reply yet", []string{baton.EventProviderReq}, false, 1},
+		{"own events only: not even the headers", []string{baton.EventClientMessage, baton.EventToolResult}, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
 			c := &call{out: newStream(w), ctx: context.Background()}
-			c.out.started = true // the headers are out already
+			c.out.started = !tc.own // the headers are out already
 			ch := make(feed, len(tc.batch))
 			for _, typ := range tc.batch {
 				ch <- notice(typ)
 			}
 			done := make(chan struct{})
-			turn := &baton.Turn{Done: done, Own: func(*baton.Event) bool { return false }}
+			turn := &baton.Turn{Done: done, Own: func(*baton.Event) bool { return tc.own }}
 			ok := make(chan bool)
 			go func() { ok <- c.forward(ch, turn, false) }()
 			// Once forward has taken the whole batch it decides on the flush
@@ -67,6 +69,12 @@ func TestForwardHoldsTheReply(t *testing.T) {
 				t.Errorf("%d flushes, want %d", w.flushes, tc.flushes)
 			}
 			written := w.Body.String() + string(c.out.buf)
+			if tc.own {
+				if written != "" || c.out.started {
+					t.Errorf("own events wrote %q (headers started: %v)", written, c.out.started)
+				}
+				return
+			}
 			for _, typ := range tc.batch {
 				if !strings.Contains(written, `"event_type":"`+typ+`"`) {
 					t.Errorf("notice %s neither written nor queued: %q", typ, written)
