@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
@@ -29,7 +30,8 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		limit = DefaultMaxRPC
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	out := newStream(w)
+	out := newStream(w, &s.bufs)
+	defer out.release()
 	defer out.start() // a notification with no output still gets its 200
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -299,12 +301,43 @@ type stream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	buf     []byte
+	pool    *bufPool
 	started bool
 	failed  bool
 }
 
-func newStream(w http.ResponseWriter) *stream {
-	return &stream{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 1024)}
+func newStream(w http.ResponseWriter, pool *bufPool) *stream {
+	return &stream{w: w, rc: http.NewResponseController(w), buf: pool.get(), pool: pool}
+}
+
+// bufPool recycles stream buffers: a turn's result repeats its events,
+// provider requests and their history included, so a buffer grows to tens
+// of KiB on every sendMessage. A nil *bufPool allocates.
+type bufPool struct{ p sync.Pool }
+
+// maxPooled bounds the buffers kept for reuse.
+const maxPooled = 1 << 20
+
+func (bp *bufPool) get() []byte {
+	if bp != nil {
+		if b, ok := bp.p.Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, 4<<10)
+}
+
+func (bp *bufPool) put(b []byte) {
+	if bp != nil && cap(b) <= maxPooled {
+		b = b[:0]
+		bp.p.Put(&b)
+	}
+}
+
+// release hands the buffer back once nothing more is written.
+func (s *stream) release() {
+	s.pool.put(s.buf)
+	s.buf = nil
 }
 
 // start sends the 200 and the NDJSON headers, once.

@@ -46,7 +46,7 @@ func TestForwardHoldsTheReply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
-			c := &call{out: newStream(w), ctx: context.Background()}
+			c := &call{out: newStream(w, nil), ctx: context.Background()}
 			c.out.started = !tc.own // the headers are out already
 			ch := make(feed, len(tc.batch))
 			for _, typ := range tc.batch {

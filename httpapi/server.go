@@ -66,6 +66,7 @@ type Server struct {
 	log        *slog.Logger
 	handler    http.Handler
 	fileLimits filearea.Limits
+	bufs       bufPool // NDJSON stream buffers
 }
 
 // New returns a server for opts; it does not bind until Open.
