@@ -243,6 +243,7 @@ type conn struct {
 	hc      *http.Client
 	log     *slog.Logger
 	max     int
+	readers sync.Pool // *frameReader, reused from stream to stream
 }
 
 // rest performs one JSON REST call authenticated with token and decodes a

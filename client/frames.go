@@ -24,6 +24,16 @@ type frame struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  *wireError      `json:"error"`
+
+	// Decoded in the same pass as the frame: the params of a session.event
+	// notification whose method comes first (as Baton writes it) and, from
+	// a reader asked for them, a sendMessage result. The errors are those
+	// of valid JSON that is not an event view or a result.
+	hasEvent bool
+	event    Event
+	eventErr error
+	send     *sendResult // nil unless decoded
+	sendErr  error
 }
 
 type wireError struct {
@@ -58,18 +68,54 @@ func (f *frame) kind() (k frameKind, ok bool) {
 	return 0, false
 }
 
-// frameReader reads NDJSON frames with a bound on each line.
+// frameReader reads NDJSON frames with a bound on each line. A frame's
+// members point into the reader's buffer: they are valid until the next
+// call to next, so whatever is kept must be copied (the payload of an
+// event, a result).
 type frameReader struct {
 	r    *bufio.Reader
 	max  int
-	line []byte
+	line []byte // a line longer than r's buffer, gathered
+	f    frame  // the frame last returned
+	in   interner
+	// sendResults has results decoded as sendMessage results.
+	sendResults bool
 }
+
+// frameBuffer is the size of a frame reader's buffer: lines up to it are
+// decoded where they were read.
+const frameBuffer = 32 << 10
 
 func newFrameReader(r io.Reader, max int) *frameReader {
 	if max <= 0 {
 		max = DefaultMaxFrameSize
 	}
-	return &frameReader{r: bufio.NewReaderSize(r, 32<<10), max: max}
+	return &frameReader{r: bufio.NewReaderSize(r, frameBuffer), max: max, in: interner{}}
+}
+
+// maxKeptLine bounds the long-line buffer a released reader keeps.
+const maxKeptLine = 1 << 20
+
+// frameReader returns a reader of body's frames, reusing the buffers of
+// a released one.
+func (c *conn) frameReader(body io.Reader) *frameReader {
+	if fr, ok := c.readers.Get().(*frameReader); ok {
+		fr.r.Reset(body)
+		return fr
+	}
+	return newFrameReader(body, c.max)
+}
+
+// release gives fr back for reuse: nothing read from it may be used
+// afterwards.
+func (c *conn) release(fr *frameReader) {
+	fr.r.Reset(nil)
+	fr.f = frame{}
+	fr.sendResults = false
+	if cap(fr.line) > maxKeptLine {
+		fr.line = nil
+	}
+	c.readers.Put(fr)
 }
 
 // next returns the next frame, skipping blank lines. It returns io.EOF
@@ -88,17 +134,31 @@ func (fr *frameReader) next() (*frame, error) {
 		if err != nil && err != io.EOF {
 			return nil, err
 		}
-		return decodeFrame(line)
+		if err := decodeFrame(line, &fr.f, fr.in, fr.sendResults); err != nil {
+			return nil, err
+		}
+		return &fr.f, nil
 	}
 }
 
 // readLine returns the next line without its newline. At end of input it
-// returns what it has with io.EOF.
+// returns what it has with io.EOF. A line that fits the buffer is
+// returned in place, not copied.
 func (fr *frameReader) readLine() ([]byte, error) {
-	fr.line = fr.line[:0]
+	chunk, err := fr.r.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		if fr.tooLong(0, chunk) {
+			return nil, errFrameTooLarge
+		}
+		if err == nil {
+			return chunk[:len(chunk)-1], nil
+		}
+		return chunk, err
+	}
+	fr.line = append(fr.line[:0], chunk...)
 	for {
 		chunk, err := fr.r.ReadSlice('\n')
-		if len(fr.line)+len(chunk) > fr.max+1 || (len(fr.line)+len(chunk) > fr.max && !bytes.HasSuffix(chunk, []byte("\n"))) {
+		if fr.tooLong(len(fr.line), chunk) {
 			return nil, errFrameTooLarge
 		}
 		fr.line = append(fr.line, chunk...)
@@ -113,20 +173,83 @@ func (fr *frameReader) readLine() ([]byte, error) {
 	}
 }
 
-// decodeFrame parses one line as a JSON-RPC frame object.
-func decodeFrame(line []byte) (*frame, error) {
+// tooLong reports whether n bytes already read and chunk make a line
+// over the limit (its newline not counted).
+func (fr *frameReader) tooLong(n int, chunk []byte) bool {
+	n += len(chunk)
+	return n > fr.max+1 || n > fr.max && !bytes.HasSuffix(chunk, []byte("\n"))
+}
+
+// decodeFrame parses one line as a JSON-RPC frame object into f, whose
+// members then point into line. The line is validated whole and read as
+// encoding/json would read it into a new frame. sendResults has a result
+// decoded as a sendMessage result.
+func decodeFrame(line []byte, f *frame, in interner, sendResults bool) error {
 	line = bytes.TrimSpace(line)
 	if line[0] != '{' {
-		return nil, malformed(line, errors.New("not a JSON object"))
+		return malformed(line, errors.New("not a JSON object"))
 	}
-	f := new(frame)
-	if err := json.Unmarshal(line, f); err != nil {
-		return nil, malformed(line, err)
+	*f = frame{}
+	d := decoder{b: line}
+	err := d.object(func(k []byte) (err error) {
+		switch field(k, "id", "method", "params", "result", "error") {
+		case 0:
+			f.ID, err = d.raw()
+		case 1:
+			err = d.str(&f.Method, "method", in.method)
+		case 2:
+			f.hasEvent = f.Method == "session.event"
+			if !f.hasEvent {
+				f.Params, err = d.raw()
+				break
+			}
+			f.Params, f.eventErr, err = d.read(func() error { return d.event(&f.event, in) })
+		case 3:
+			if !sendResults {
+				f.Result, err = d.raw()
+				break
+			}
+			f.send = new(sendResult)
+			f.Result, f.sendErr, err = d.read(func() error { return f.send.read(&d, in) })
+		case 4:
+			err = f.decodeError(&d)
+		default:
+			err = d.value()
+		}
+		return err
+	})
+	if err == nil {
+		err = d.end()
+	}
+	if err != nil {
+		return malformed(line, err)
 	}
 	if _, ok := f.kind(); !ok {
-		return nil, malformed(line, errors.New("no method, result or error member"))
+		return malformed(line, errors.New("no method, result or error member"))
 	}
-	return f, nil
+	return nil
+}
+
+// decodeError reads the error member: null clears it, an object fills it.
+func (f *frame) decodeError(d *decoder) error {
+	null, err := d.expect('{', "error", "an object")
+	if err != nil || null {
+		f.Error = nil
+		return err
+	}
+	if f.Error == nil {
+		f.Error = new(wireError)
+	}
+	e := f.Error
+	return d.object(func(k []byte) error {
+		switch field(k, "code", "message") {
+		case 0:
+			return d.int(&e.Code, "error.code")
+		case 1:
+			return d.str(&e.Message, "error.message", nil)
+		}
+		return d.value()
+	})
 }
 
 func malformed(line []byte, err error) error {
@@ -135,4 +258,45 @@ func malformed(line []byte, err error) error {
 		line = line[:show]
 	}
 	return fmt.Errorf("malformed frame %q: %w", line, err)
+}
+
+// interner shares the strings that recur from frame to frame (methods,
+// session and key ids, event types) instead of allocating each again.
+type interner map[string]string
+
+// maxInterned bounds an interner; it starts over when full.
+const maxInterned = 256
+
+func (in interner) str(b []byte) string {
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	if len(in) >= maxInterned {
+		clear(in)
+	}
+	s := string(b)
+	in[s] = s
+	return s
+}
+
+// fn returns in.str, or nil for a nil interner.
+func (in interner) fn() func([]byte) string {
+	if in == nil {
+		return nil
+	}
+	return in.str
+}
+
+// method returns a method name, the usual ones without allocating.
+func (in interner) method(b []byte) string {
+	switch string(b) {
+	case "session.event":
+		return "session.event"
+	case DeltaType:
+		return DeltaType
+	}
+	if in == nil {
+		return string(b)
+	}
+	return in.str(b)
 }

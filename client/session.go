@@ -128,24 +128,22 @@ func (s *Session) send(ctx context.Context, content any, fn func(Event)) (*Reply
 
 // sendMessage runs one session.sendMessage call.
 func (s *Session) sendMessage(ctx context.Context, msg Message, fn func(Event)) (*sendResult, error) {
-	event := s.h.snapshotHooks().event
-	note := func(ev Event) {
-		if ev.Type != DeltaType && event != nil {
-			event(ev)
-		}
-		if fn != nil {
-			fn(ev)
+	var note func(Event) // nil when nobody listens: payloads need not be kept
+	if event := s.h.snapshotHooks().event; event != nil || fn != nil {
+		note = func(ev Event) {
+			if ev.Type != DeltaType && event != nil {
+				event(ev)
+			}
+			if fn != nil {
+				fn(ev)
+			}
 		}
 	}
-	raw, err := s.call(ctx, "session.sendMessage", sendParams{Message: msg, StreamDeltas: fn != nil}, note)
+	st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), "session.sendMessage", sendParams{Message: msg, StreamDeltas: fn != nil})
 	if err != nil {
 		return nil, err
 	}
-	res := new(sendResult)
-	if err := json.Unmarshal(raw, res); err != nil {
-		return nil, &TransportError{Op: "session.sendMessage", Err: fmt.Errorf("decode result: %w", err)}
-	}
-	return res, nil
+	return st.send(note)
 }
 
 func (s *Session) report(err error) {

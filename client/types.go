@@ -153,17 +153,11 @@ type eventView struct {
 // UnmarshalJSON decodes an EventView. An unparsable created_at leaves
 // CreatedAt zero rather than failing the whole stream.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	var v eventView
-	if err := json.Unmarshal(b, &v); err != nil {
+	var ev Event
+	if err := decodeEvent(b, &ev, nil, true); err != nil {
 		return err
 	}
-	*e = Event{ID: v.ID, SessionID: v.SessionID, Type: v.EventType, Payload: v.Payload}
-	if v.ClientKeyID != nil {
-		e.ClientKeyID = *v.ClientKeyID
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v.CreatedAt); err == nil {
-		e.CreatedAt = t
-	}
+	*e = ev
 	return nil
 }
 

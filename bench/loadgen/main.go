@@ -32,7 +32,8 @@
 // /proc/net/tcp and tcp6, then among the /proc/<pid>/fd links. That needs
 // the server on this machine and readable by this user. With `go run`, the
 // socket belongs to the compiled child, not to the go command, which is
-// what the port lookup finds.
+// what the port lookup finds. loadgen's own CPU time over the round trips
+// is reported too; -cpuprofile writes its profile.
 package main
 
 import (
@@ -44,6 +45,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -63,6 +65,7 @@ type options struct {
 	printConfig, scripted                 bool
 	mockAddr, provider, tool              string
 	serverPID                             int
+	cpuProfile                            string
 }
 
 func main() {
@@ -92,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.provider, "provider", "", "primary provider of the profile (default "+mockProvider+", or "+scriptedProvider+" with -scripted)")
 	fs.StringVar(&o.tool, "tool", "get_time", "name of the client tool")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "server process id (default: found by -url's listening port)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile of the round trips to this file")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: loadgen -print-config | loadgen -url URL -admin-url URL (-admin-key KEY | -admin-key-file FILE) [flags]")
 		fs.PrintDefaults()
@@ -225,10 +229,17 @@ func generate(ctx context.Context, o *options, out io.Writer) error {
 	if pidErr == nil {
 		before, pidErr = sample("/proc", pid)
 	}
+	stopProfile, err := startProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
 	var self0, self1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 	res := l.run(ctx, sessions)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	if err := stopProfile(); err != nil {
+		return err
+	}
 	if pidErr == nil {
 		after, pidErr = sample("/proc", pid)
 	}
@@ -261,6 +272,26 @@ func generate(ctx context.Context, o *options, out io.Writer) error {
 		return fmt.Errorf("%d of %d sessions failed; first: %w", res.failed, o.sessions, res.firstErr)
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile written to path ("" profiles
+// nothing) and returns the function that stops it and closes the file.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -81,3 +81,23 @@ func TestFlagChecks(t *testing.T) {
 		t.Fatalf("check filled key %q provider %q", o.adminKey, o.provider)
 	}
 }
+
+func TestStartProfile(t *testing.T) {
+	stop, err := startProfile("")
+	if err != nil || stop() != nil {
+		t.Fatalf("no profile: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	if stop, err = startProfile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile file: %v, %v", fi, err)
+	}
+	if _, err := startProfile(filepath.Join(t.TempDir(), "missing", "cpu.prof")); err == nil {
+		t.Fatal("profile in a missing directory started")
+	}
+}

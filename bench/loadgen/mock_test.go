@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -123,4 +125,138 @@ func TestMockAddressInUse(t *testing.T) {
 		other.Close()
 		t.Fatal("second mock on the same address opened")
 	}
+}
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       mockRequest
+	}{
+		{"first leg", string(mockRequestFixture(1<<10, false)),
+			mockRequest{model: []byte(`"loadgen-mock"`), tool: []byte(`"get_time"`), messages: 17}},
+		{"tool results", string(mockRequestFixture(1<<10, true)),
+			mockRequest{model: []byte(`"loadgen-mock"`), tool: []byte(`"get_time"`), messages: 19, results: true}},
+		{"results not last", `{"messages":[{"role":"user","content":[{"type":"tool_result"}]},{"role":"user","content":"go"}],"tools":[]}`,
+			mockRequest{messages: 2}},
+		{"assistant last", `{"messages":[{"content":[{"type":"tool_result"}],"role":"assistant"}]}`,
+			mockRequest{messages: 1}},
+		{"text blocks", `{"messages":[{"role":"user","content":[{"type":"text","text":"\"type\":\"tool_result\""}]}]}`,
+			mockRequest{messages: 1}},
+		{"spaced and escaped", " {\n \"model\" : \"m\\u00e9\" , \"tools\" : [ {\"input_schema\":{\"a\":[1,\"]\"]},\"name\":\"get\\ttime\"} , {\"name\":\"x\"} ] } ",
+			mockRequest{model: []byte(`"mé"`), tool: []byte(`"get\ttime"`)}},
+		{"empty", `{}`, mockRequest{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseRequest([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, *got, cmp.AllowUnexported(mockRequest{})); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, body := range []string{``, `{"messages":`, `{"messages":[}`, `{"messages":[{"role":"user"]}`, `{"model":1}`,
+		`{"model":"a\qb"}`, `{"tools":[{"name":7}]}`, `{"a" 1}`, `{"a":1,}`, `{"a":"unterminated}`, `[]`, `{} {}`, `{"messages":5}`} {
+		if _, err := parseRequest([]byte(body)); err == nil {
+			t.Errorf("%q: parsed", body)
+		}
+	}
+}
+
+func TestMockRepliesInOneWrite(t *testing.T) {
+	m := newMock("127.0.0.1:0", 3, nil)
+	for _, results := range []bool{false, true} {
+		w := &discardWriter{h: http.Header{}}
+		body := mockRequestFixture(8<<10, results)
+		r, err := http.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.messages(w, r)
+		if w.writes != 1 || w.h.Get("Content-Length") != strconv.Itoa(w.n) || w.h.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%d writes of %d bytes, header %v", w.writes, w.n, w.h)
+		}
+	}
+}
+
+// refParse reads with encoding/json what parseRequest finds; ok is false
+// when the body does not decode.
+func refParse(body []byte) (model, tool string, messages int, results, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return
+	}
+	var msgs, tools []map[string]json.RawMessage
+	if v, has := top["model"]; has && json.Unmarshal(v, &model) != nil {
+		return
+	}
+	if v, has := top["messages"]; has && json.Unmarshal(v, &msgs) != nil {
+		return
+	}
+	if v, has := top["tools"]; has && json.Unmarshal(v, &tools) != nil {
+		return
+	}
+	if v, has := tools0(tools)["name"]; has && json.Unmarshal(v, &tool) != nil {
+		return
+	}
+	if messages = len(msgs); messages > 0 {
+		last := msgs[messages-1]
+		var role string
+		var blocks []map[string]json.RawMessage
+		_ = json.Unmarshal(last["role"], &role)
+		if json.Unmarshal(last["content"], &blocks) != nil {
+			blocks = nil
+		}
+		for _, b := range blocks {
+			var typ string
+			results = results || json.Unmarshal(b["type"], &typ) == nil && typ == "tool_result"
+		}
+		results = results && role == "user"
+	}
+	return model, tool, messages, results, true
+}
+
+func tools0(tools []map[string]json.RawMessage) map[string]json.RawMessage {
+	if len(tools) == 0 {
+		return nil
+	}
+	return tools[0]
+}
+
+func unquote(lit []byte) string {
+	var s string
+	if lit != nil {
+		_ = json.Unmarshal(lit, &s)
+	}
+	return s
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add(mockRequestFixture(512, false))
+	f.Add(mockRequestFixture(512, true))
+	for _, s := range []string{`{}`, `null`, `{"messages":null,"tools":null,"model":null}`, `{"mod\u0065l":"x"}`,
+		`{"messages":[{"role":"user","content":[{"type":"tool_result"},"x"]}]}`,
+		`{"messages":[{"role":"us\u0065r","content":[{"type":"tool_result","type":"text"}]}]}`,
+		`{"tools":[{"name":"a\"b"},{"name":"c"}],"tools":[]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parseRequest(body)
+		model, tool, messages, results, ok := refParse(body)
+		if !ok {
+			return // the mock need not reject what it was never sent
+		}
+		if err != nil {
+			t.Fatalf("%q: %v; encoding/json decodes it", body, err)
+		}
+		if got := unquote(req.model); got != model || unquote(req.tool) != tool || req.messages != messages || req.results != results {
+			t.Fatalf("%q: got model %q tool %q, %d messages, results %v; want %q %q %d %v",
+				body, got, req.tool, req.messages, req.results, model, tool, messages, results)
+		}
+		if req.model != nil && !json.Valid(req.model) || req.tool != nil && !json.Valid(req.tool) {
+			t.Fatalf("%q: invalid literal %q or %q", body, req.model, req.tool)
+		}
+	})
 }
