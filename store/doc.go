@@ -30,7 +30,10 @@
 // gaps.
 //
 // On SQLite the writer has the one write connection (WAL,
-// synchronous=FULL) and reads use a separate query-only pool; on
+// synchronous=FULL) and reads use a separate query-only pool. A third
+// connection runs PASSIVE checkpoints in the background every couple of
+// thousand events, so no commit pays for copying the WAL back;
+// wal_autocheckpoint(8192) on the writer is the backstop. On
 // PostgreSQL both share one pool and a search_path given in the URL is
 // honoured.
 //

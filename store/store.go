@@ -69,6 +69,7 @@ type DB struct {
 	log     *slog.Logger
 	read    *sql.DB // reader pool (query_only on SQLite)
 	write   *sql.DB // the writer's connection (the same pool on PostgreSQL)
+	ckpt    *sql.DB // the checkpointer's connection (SQLite only)
 	w       *writer
 	once    sync.Once
 	err     error
@@ -111,6 +112,9 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.w, err = newWriter(ctx, db.write, db.dialect == DialectSQLite, maxBatch, log)
 	if err == nil {
 		db.w.onCommit = opts.OnCommit
+		if db.ckpt != nil {
+			db.w.ckpt = newCheckpointer(db.ckpt, log)
+		}
 	}
 	if err != nil {
 		db.closeDBs()
@@ -159,9 +163,15 @@ func (db *DB) openPostgres(ctx context.Context, url string) error {
 const (
 	// sqliteWriteParams are the writer connection's settings: WAL, an fsync
 	// per commit, a generous busy timeout for other processes (baton admin
-	// against a live file), foreign keys, and BEGIN IMMEDIATE.
+	// against a live file), foreign keys, and BEGIN IMMEDIATE. The
+	// checkpointer copies the WAL into the database in the background;
+	// the commit that finds the WAL past sqliteWALFrames pages checkpoints
+	// the rest itself, so that the next one can restart the WAL.
 	sqliteWriteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)" +
-		"&_pragma=foreign_keys(1)&_txlock=immediate"
+		"&_pragma=foreign_keys(1)&_pragma=wal_autocheckpoint(" + sqliteWALFrames + ")&_txlock=immediate"
+	sqliteWALFrames = "8192" // 32 MiB of 4 KiB pages
+	// sqliteCheckpointParams are the checkpointer connection's settings.
+	sqliteCheckpointParams = "_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
 	// sqliteReadParams are the reader pool's settings.
 	sqliteReadParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
 )
@@ -215,6 +225,16 @@ func (db *DB) openSQLite(ctx context.Context, url string) error {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	db.read = r
+	c, err := sql.Open("sqlite", dsn(sqliteCheckpointParams))
+	if err != nil {
+		db.closeDBs()
+		return fmt.Errorf("store: open sqlite checkpointer: %w", err)
+	}
+	c.SetMaxOpenConns(1)
+	c.SetMaxIdleConns(1)
+	c.SetConnMaxLifetime(0)
+	c.SetConnMaxIdleTime(0)
+	db.ckpt = c
 	return nil
 }
 
@@ -282,6 +302,9 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
 func (db *DB) Close() error {
 	db.once.Do(func() {
 		db.w.stop()
+		if db.w.ckpt != nil {
+			db.w.ckpt.stop()
+		}
 		db.err = db.closeDBs()
 	})
 	return db.err
@@ -291,6 +314,9 @@ func (db *DB) closeDBs() error {
 	var errs []error
 	if db.read != nil {
 		errs = append(errs, db.read.Close())
+	}
+	if db.ckpt != nil {
+		errs = append(errs, db.ckpt.Close())
 	}
 	if db.write != nil && db.write != db.read {
 		errs = append(errs, db.write.Close())

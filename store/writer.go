@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/baton-engine/baton"
 )
@@ -62,11 +64,17 @@ type writer struct {
 	// the first request, read only by the writer goroutine).
 	onCommit func([]*baton.Event)
 
+	// ckpt, when set (SQLite), copies the WAL into the database file off
+	// the writer's path; the writer kicks it every checkpointEvery units
+	// of committed work (set before the first request).
+	ckpt *checkpointer
+
 	// Owned by the writer goroutine.
 	committed []*baton.Event   // events of the last committed attempt
 	seqs      map[string]int64 // session id → last committed (or in-batch) seq
 	ins       stmt             // insert one event
 	last      stmt             // session existence and last seq
+	sinceCkpt int              // work committed since the last checkpoint kick
 }
 
 // stmt is a statement the writer runs often. On SQLite it is prepared once
@@ -80,6 +88,11 @@ type stmt struct {
 const (
 	insertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	// sqliteInsertEventSQL is insertEventSQL with anonymous parameters,
+	// which the SQLite driver binds without looking up (and allocating)
+	// a name for each.
+	sqliteInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
 	bulkInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`
 	lastSeqSQL = `SELECT (SELECT COUNT(*) FROM sessions WHERE id = $1),
@@ -102,6 +115,7 @@ func newWriter(ctx context.Context, db *sql.DB, sqlite bool, maxBatch int, log *
 		w.lock = " FOR UPDATE"
 		w.bulk = true
 	} else {
+		w.ins.text = sqliteInsertEventSQL
 		for _, s := range []*stmt{&w.ins, &w.last} {
 			ps, err := db.PrepareContext(ctx, s.text)
 			if err != nil {
@@ -226,6 +240,15 @@ func (w *writer) commit(batch []*request) {
 	err := w.attempt(live, false)
 	if errors.Is(err, errRetry) {
 		err = w.attempt(live, true)
+	}
+	if err == nil && w.ckpt != nil {
+		// A commit writes a WAL frame or so per event (its session's index
+		// leaf, its share of table pages) and a few for the batch.
+		w.sinceCkpt += len(w.committed) + 1
+		if w.sinceCkpt >= checkpointEvery {
+			w.sinceCkpt = 0
+			w.ckpt.kick()
+		}
 	}
 	if err == nil && w.onCommit != nil && len(w.committed) > 0 {
 		w.onCommit(w.committed)
@@ -497,7 +520,7 @@ func (t *wtx) append(e *baton.Event) error {
 		t.w.seqs[e.SessionID] = seq
 		return nil
 	}
-	args := []any{e.SessionID, seq, e.ID, nullString(e.ClientKeyID), e.Type, payloadText(e.Payload), baton.FormatTime(e.CreatedAt)}
+	args := []any{e.SessionID, seq, e.ID, nullString(e.ClientKeyID), e.Type, payloadArg(e.Payload), baton.FormatTime(e.CreatedAt)}
 	if ps := t.bound(t.w.ins); ps != nil {
 		_, err = ps.ExecContext(t.ctx, args...)
 	} else {
@@ -510,9 +533,101 @@ func (t *wtx) append(e *baton.Event) error {
 	return nil
 }
 
+// payloadArg is payloadText without the copy: the string shares the
+// payload's bytes, and both drivers copy an argument before the statement
+// returns. The bytes must not change until the append is committed, which
+// the copy never guaranteed either: it too was made by the writer, at
+// insert time. A provider.request payload carries the whole conversation;
+// copying it on every append was half the writer's allocation.
+func payloadArg(p json.RawMessage) string {
+	if len(p) == 0 {
+		return payloadText(p)
+	}
+	return unsafe.String(unsafe.SliceData(p), len(p))
+}
+
 // reset undoes the numbering of a failed request's events.
 func (t *wtx) reset() {
 	for _, e := range t.events {
 		e.Seq = 0
 	}
+}
+
+// checkpointEvery is how much committed work (about one WAL frame per
+// event) the writer lets pile up before it kicks the checkpointer: a
+// page that several commits rewrote (a session's index leaf) is copied
+// once per checkpoint, so rarer checkpoints copy fewer pages per event.
+const checkpointEvery = 2048
+
+// checkpointer copies committed WAL frames into the SQLite database file
+// from a connection of its own. Its checkpoints are PASSIVE: they wait
+// for no reader or writer, and the writer keeps committing meanwhile, so
+// no commit pays for the copy (and its fsync) as an automatic checkpoint
+// inside a commit does. The writer connection's wal_autocheckpoint stays
+// as a backstop: the WAL is only restarted once a checkpoint copied all
+// of it, which under steady load only a checkpoint between two commits
+// does.
+type checkpointer struct {
+	db     *sql.DB
+	log    *slog.Logger
+	kicks  chan struct{}
+	quit   chan struct{}
+	exited chan struct{}
+
+	runs   atomic.Int64 // checkpoints done, for tests and diagnostics
+	frames atomic.Int64 // WAL frames at the last checkpoint
+	copied atomic.Int64 // of which copied into the database file
+}
+
+func newCheckpointer(db *sql.DB, log *slog.Logger) *checkpointer {
+	c := &checkpointer{
+		db:     db,
+		log:    log,
+		kicks:  make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		exited: make(chan struct{}),
+	}
+	go c.loop()
+	return c
+}
+
+// kick asks for a checkpoint without waiting for it; kicks while one is
+// pending coalesce.
+func (c *checkpointer) kick() {
+	select {
+	case c.kicks <- struct{}{}:
+	default:
+	}
+}
+
+// stop waits for a running checkpoint, then for the goroutine to exit.
+func (c *checkpointer) stop() {
+	close(c.quit)
+	<-c.exited
+}
+
+func (c *checkpointer) loop() {
+	defer close(c.exited)
+	for {
+		select {
+		case <-c.kicks:
+			c.run()
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+func (c *checkpointer) run() {
+	start := time.Now()
+	var busy, frames, copied int64
+	err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	if err != nil {
+		c.log.Warn("store: checkpoint failed", "err", err)
+		return
+	}
+	c.frames.Store(frames)
+	c.copied.Store(copied)
+	c.runs.Add(1)
+	c.log.Debug("store: checkpoint", "wal_frames", frames, "copied", copied, "duration", time.Since(start))
 }

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/google/go-cmp/cmp"
@@ -343,5 +346,87 @@ func testClose(t *testing.T, db *DB) {
 	again := openURL(t, db.url)
 	if diff := cmp.Diff(oneTo(n+1), seqs(allEvents(t, again, s.ID))); diff != "" {
 		t.Errorf("seqs after reopen (-want +got):\n%s", diff)
+	}
+}
+
+// TestSQLiteCheckpointer checks that committed work kicks the background
+// checkpointer, and that its checkpoint leaves every committed event in
+// the database file itself, readable with the WAL ignored.
+func TestSQLiteCheckpointer(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	p := mkProfile(t, db, "p")
+	ck := mkKey(t, db, baton.RoleClient, p.ID)
+	const sessions, perCall = 16, 8
+	var ids []string
+	for range sessions {
+		s, _ := mkSession(t, db, ck)
+		ids = append(ids, s.ID)
+	}
+	if n := db.w.ckpt.runs.Load(); n != 0 {
+		t.Fatalf("%d checkpoints before any load", n)
+	}
+	var backstop string
+	if err := db.write.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&backstop); err != nil || backstop != sqliteWALFrames {
+		t.Fatalf("writer wal_autocheckpoint = %q (%v), want %s", backstop, err, sqliteWALFrames)
+	}
+
+	// Enough appends for more than checkpointEvery units of work.
+	calls := checkpointEvery/perCall/sessions + 1
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for _, sid := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				evs := make([]*baton.Event, perCall)
+				for i := range evs {
+					evs[i] = newEvent(sid, "x")
+				}
+				if err := db.Append(ctx, evs...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitCheckpoints(t, db, 1)
+
+	// Once the writer is idle, a checkpoint copies the whole WAL.
+	db.w.ckpt.kick()
+	waitCheckpoints(t, db, 2)
+	frames, copied := db.w.ckpt.frames.Load(), db.w.ckpt.copied.Load()
+	if frames == 0 || copied != frames {
+		t.Fatalf("idle checkpoint copied %d of %d WAL frames", copied, frames)
+	}
+	file, err := sql.Open("sqlite", "file:"+db.url+"?mode=ro&immutable=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	var n int
+	if err := file.QueryRow(`SELECT COUNT(*) FROM session_events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if want := sessions * (calls*perCall + 1); n != want { // +1: session.open
+		t.Errorf("database file holds %d events, want %d", n, want)
+	}
+}
+
+// waitCheckpoints waits until the checkpointer has run n times.
+func waitCheckpoints(t *testing.T, db *DB, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for db.w.ckpt.runs.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpointer ran %d times, want %d", db.w.ckpt.runs.Load(), n)
+		}
+		runtime.Gosched()
 	}
 }
