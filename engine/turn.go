@@ -250,8 +250,23 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 		ev.ID = baton.NewEventID()
 		t.own[ev.ID] = true
 	}
+	// The conversation so far: kept from the last turn, or rebuilt from the
+	// log on the first turn since start (or after one that did not finish
+	// cleanly) — read before this turn's own events are queued.
+	cv := tc.a.takeConvo()
+	if cv == nil {
+		evs, err := e.store.EventsOfType(tc.wctx, id, transcriptTypes)
+		if err != nil {
+			close(t.started)
+			return &baton.TurnResult{Err: errLoop}, nil
+		}
+		cv = newConvo(rebuild(evs).messages)
+	}
+	cv.add(baton.Message{Role: t.msg.Role, Content: content})
 	close(t.started)
-	if err := tc.emit(own...); err != nil {
+	// Committed behind what follows (the profile read, the provider call);
+	// the next emit, at the latest the turn's last, waits for it.
+	if err := tc.emitBehind(own...); err != nil {
 		return &baton.TurnResult{Err: err}, nil
 	}
 
@@ -267,16 +282,6 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 			"profile_unavailable: the profile bound to this session is no longer available")}, nil
 	} else if err != nil {
 		return &baton.TurnResult{Err: errLoop}, nil
-	}
-	cv := tc.a.takeConvo()
-	if cv == nil { // first turn since start, or the last one did not finish cleanly
-		evs, err := e.store.EventsOfType(tc.wctx, id, transcriptTypes)
-		if err != nil {
-			return &baton.TurnResult{Err: errLoop}, nil
-		}
-		cv = newConvo(rebuild(evs).messages)
-	} else {
-		cv.add(baton.Message{Role: t.msg.Role, Content: content})
 	}
 	res, p := tc.loop(prof, cv, tc.withMCP(prof, toolsFor(s, t.actor)))
 	if tc.clean {
