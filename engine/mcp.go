@@ -47,6 +47,9 @@ func (e *Engine) mcpTools(ctx context.Context, sessionID string, prof *baton.Pro
 // tool wins over MCP, and between MCP servers the first in the profile's
 // order wins, so no name is sent twice (BAE sends both).
 func (tc *turnCtx) withMCP(prof *baton.Profile, ts *toolset) *toolset {
+	if tc.e.mcp != nil && len(prof.MCPServers) > 0 {
+		_ = tc.emitBehind() // connecting may take a while: what is held goes out first
+	}
 	tools := tc.e.mcpTools(tc.t.ctx, tc.a.id, prof)
 	if len(tools) == 0 {
 		return ts

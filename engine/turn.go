@@ -264,14 +264,15 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	}
 	cv.add(baton.Message{Role: t.msg.Role, Content: content})
 	close(t.started)
-	// Committed behind what follows (the profile read, the provider call);
-	// the next emit, at the latest the turn's last, waits for it.
-	if err := tc.emitBehind(own...); err != nil {
-		return &baton.TurnResult{Err: err}, nil
-	}
+	// Held, to be committed with the provider.request (behind the call):
+	// one commit, and one write of the session's index page, fewer.
+	tc.hold(own...)
 
 	prof, err := e.store.Profile(tc.wctx, s.ProfileID)
 	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		if err := tc.emit(); err != nil { // the held message goes first
+			return &baton.TurnResult{Err: err}, nil
+		}
 		ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{"reason": "profile_unavailable", "profile_id": s.ProfileID})
 		_, err := e.store.EndSession(tc.wctx, id, baton.StateError, ev)
 		e.dropRow(id)
