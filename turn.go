@@ -65,6 +65,11 @@ type Feed struct {
 	// ended normally (unsubscribe, session closed), ErrLagged when the
 	// reader fell behind, or ctx's error.
 	Next func(ctx context.Context) (*Notice, error)
+	// Poll returns the next notice only if one is ready without waiting
+	// (a replayed event, a live one already queued); ok is false
+	// otherwise, and Next then says whether the feed ended. Writers use it
+	// to send what is ready in one write. Nil means not supported.
+	Poll func() (n *Notice, ok bool)
 	// Closed reports, after Next returned (nil, nil), whether the feed
 	// ended because the session is no longer open.
 	Closed func() bool

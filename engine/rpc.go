@@ -223,17 +223,23 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 			return nil, err
 		}
 	}
-	next := func(ctx context.Context) (*baton.Notice, error) {
+	// step returns the next notice; without block it returns ready=false
+	// instead of waiting, and leaves an ended feed for a blocking call to
+	// report.
+	step := func(ctx context.Context, block bool) (*baton.Notice, bool, error) {
 		for replaying {
 			if len(buf) > 0 {
 				ev := buf[0]
 				buf = buf[1:]
 				last = ev.Seq
-				return &baton.Notice{Event: ev}, nil
+				return &baton.Notice{Event: ev}, true, nil
 			}
 			evs, err := e.store.EventsAfter(ctx, id, last, replayChunk)
 			if err != nil {
-				return nil, baton.Errorf(baton.ECodeSessionFailed, "replay failed")
+				if !block {
+					return nil, false, nil
+				}
+				return nil, true, baton.Errorf(baton.ECodeSessionFailed, "replay failed")
 			}
 			if len(evs) == 0 {
 				replaying = false
@@ -241,37 +247,60 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 			buf = evs
 		}
 		if ended {
-			return nil, nil
+			return nil, block, nil
 		}
 		for {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case n, ok := <-sub.C():
-				if !ok {
-					if err := sub.Err(); err != nil {
-						return nil, err
-					}
-					if s, err := e.store.Session(context.WithoutCancel(ctx), id); err == nil && s.State != baton.StateOpen {
-						closed = true
-					}
-					return nil, nil
+			var (
+				n  baton.Notice
+				ok bool
+			)
+			if block {
+				select {
+				case <-ctx.Done():
+					return nil, true, ctx.Err()
+				case n, ok = <-sub.C():
 				}
-				if n.Delta != nil {
-					if deltas {
-						return &n, nil
-					}
-					continue
+			} else {
+				select {
+				case n, ok = <-sub.C():
+				default:
+					return nil, false, nil
 				}
-				if n.Event.Seq <= last {
-					continue // already replayed
-				}
-				last = n.Event.Seq
-				return &n, nil
 			}
+			if !ok {
+				if !block {
+					return nil, false, nil // Next reports the end
+				}
+				if err := sub.Err(); err != nil {
+					return nil, true, err
+				}
+				if s, err := e.store.Session(context.WithoutCancel(ctx), id); err == nil && s.State != baton.StateOpen {
+					closed = true
+				}
+				return nil, true, nil
+			}
+			if n.Delta != nil {
+				if deltas {
+					return &n, true, nil
+				}
+				continue
+			}
+			if n.Event.Seq <= last {
+				continue // already replayed
+			}
+			last = n.Event.Seq
+			return &n, true, nil
 		}
 	}
-	return &baton.Feed{Next: next, Closed: func() bool { return closed }, Close: sub.Close}, nil
+	next := func(ctx context.Context) (*baton.Notice, error) {
+		n, _, err := step(ctx, true)
+		return n, err
+	}
+	poll := func() (*baton.Notice, bool) {
+		n, ok, _ := step(ctx, false)
+		return n, ok && n != nil
+	}
+	return &baton.Feed{Next: next, Poll: poll, Closed: func() bool { return closed }, Close: sub.Close}, nil
 }
 
 // parseMessage validates sendMessage's message param:

@@ -289,11 +289,28 @@ func (c *call) subscribe() {
 			c.reply(map[string]any{"ended": true, "reason": reason}, nil)
 			return
 		}
-		if !c.notice(*n, nil, p.Deltas) || !c.out.flush() {
+		if !c.notice(*n, nil, p.Deltas) {
+			return
+		}
+		// What is ready already (the rest of a replay chunk, a commit's
+		// other events) goes out in the same write.
+		for feed.Poll != nil && len(c.out.buf) < maxBatch {
+			n, ok := feed.Poll()
+			if !ok {
+				break
+			}
+			if !c.notice(*n, nil, p.Deltas) {
+				return
+			}
+		}
+		if !c.out.flush() {
 			return
 		}
 	}
 }
+
+// maxBatch bounds how much a subscribe stream queues before a write.
+const maxBatch = 64 << 10
 
 // stream writes NDJSON frames, flushing each batch of notices, and remembers a failed write
 // so the handler stops at the first one.

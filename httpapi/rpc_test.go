@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/wire"
 )
 
 // flushCounter is a ResponseWriter that counts flushes.
@@ -85,3 +86,61 @@ func TestForwardHoldsTheReply(t *testing.T) {
 }
 
 var _ http.Flusher = (*flushCounter)(nil)
+
+// feedTurns serves one subscribe feed; the other methods are not used.
+type feedTurns struct {
+	baton.TurnService
+	feed *baton.Feed
+}
+
+func (f feedTurns) Subscribe(context.Context, *baton.Key, string, bool) (*baton.Feed, error) {
+	return f.feed, nil
+}
+
+// TestSubscribeBatchesReadyNotices: notices that are ready together (a
+// replay chunk, one commit's events) leave in one write.
+func TestSubscribeBatchesReadyNotices(t *testing.T) {
+	ready := []baton.Notice{notice(baton.EventProviderReq), notice(baton.EventProviderResp), notice(baton.EventServerMessage)}
+	nexts := 0
+	feed := &baton.Feed{
+		Next: func(context.Context) (*baton.Notice, error) {
+			nexts++
+			if nexts == 1 {
+				n := ready[0]
+				ready = ready[1:]
+				return &n, nil
+			}
+			return nil, nil // ended
+		},
+		Poll: func() (*baton.Notice, bool) {
+			if len(ready) == 0 {
+				return nil, false
+			}
+			n := ready[0]
+			ready = ready[1:]
+			return &n, true
+		},
+		Closed: func() bool { return false },
+		Close:  func() {},
+	}
+	s := &Server{opts: Options{Turns: feedTurns{feed: feed}}}
+	req, perr := wire.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"session.subscribe"}`))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+	c := &call{s: s, req: req, out: newStream(w, nil), ctx: context.Background()}
+	c.subscribe()
+	body := w.Body.String()
+	if got := strings.Count(body, `"method":"session.event"`); got != 3 {
+		t.Fatalf("%d notices in %q, want 3", got, body)
+	}
+	// One flush for the headers, one for the three notices; the terminal
+	// result is written without one.
+	if w.flushes != 2 {
+		t.Errorf("%d flushes, want 2 (headers, then the three ready notices together)", w.flushes)
+	}
+	if !strings.Contains(body, `"reason":"unsubscribed"`) {
+		t.Errorf("no terminal result in %q", body)
+	}
+}
