@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/baton-engine/baton"
@@ -39,7 +40,7 @@ func AppendEventView(dst []byte, ev *baton.Event) []byte {
 	if len(ev.Payload) == 0 {
 		dst = append(dst, "{}"...)
 	} else {
-		dst = append(dst, ev.Payload...)
+		dst = appendRaw(dst, ev.Payload)
 	}
 	dst = append(dst, `,"created_at":"`...)
 	dst = ev.CreatedAt.UTC().AppendFormat(dst, baton.TimeLayout)
@@ -58,7 +59,7 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 	if len(msg.Content) == 0 {
 		dst = append(dst, "null"...)
 	} else {
-		dst = append(dst, msg.Content...)
+		dst = appendRaw(dst, msg.Content)
 	}
 	dst = append(dst, `},"events":[`...)
 	for i, ev := range events {
@@ -68,6 +69,20 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 		dst = AppendEventView(dst, ev)
 	}
 	return append(dst, "]}}"...)
+}
+
+// appendRaw appends a JSON value as it is unless it holds a line break
+// (whitespace between tokens: valid JSON has none inside strings), which
+// would split an NDJSON frame; such a value is compacted.
+func appendRaw(dst []byte, raw json.RawMessage) []byte {
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return append(dst, raw...)
+	}
+	b := bytes.NewBuffer(dst)
+	if json.Compact(b, raw) != nil {
+		return append(dst, raw...) // not JSON: left as it is
+	}
+	return b.Bytes()
 }
 
 // DeltaNotification is the opt-in session.event_delta frame (Baton

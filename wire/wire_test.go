@@ -292,3 +292,25 @@ func Views(evs []*baton.Event) []EventView {
 	}
 	return out
 }
+
+// TestFramesStayOnOneLine: a payload or message content holding line
+// breaks between its tokens is compacted, so the frame is one NDJSON line.
+func TestFramesStayOnOneLine(t *testing.T) {
+	pretty := json.RawMessage("[\n  {\"type\": \"text\",\r\n   \"text\": \"a\\nb\"}\n]")
+	ev := &baton.Event{ID: "evt_1", SessionID: "ses_1", Type: "client.message.send", Payload: pretty}
+	for name, frame := range map[string][]byte{
+		"notification": AppendEventNotification(nil, ev),
+		"result":       AppendTurnResult(nil, json.RawMessage(`1`), baton.Message{Role: "assistant", Content: pretty}, []*baton.Event{ev}),
+	} {
+		if bytes.ContainsAny(frame, "\r\n") {
+			t.Errorf("%s spans lines: %q", name, frame)
+		}
+		if !json.Valid(frame) || !bytes.Contains(frame, []byte(`[{"type":"text","text":"a\nb"}]`)) {
+			t.Errorf("%s does not carry the compacted value: %s", name, frame)
+		}
+	}
+	plain := json.RawMessage(`{"a": 1}`) // spaces alone are kept as they are
+	if got := AppendEventView(nil, &baton.Event{Payload: plain}); !bytes.Contains(got, plain) {
+		t.Errorf("a value without line breaks was rewritten: %s", got)
+	}
+}

@@ -430,3 +430,25 @@ func TestRPCSingleResponseIsOneWrite(t *testing.T) {
 		t.Fatalf("body %q, want %q", b, want)
 	}
 }
+
+// TestRPCPrettyContentKeepsFramesOnOneLine: message content sent with
+// newlines between its tokens never puts a raw newline inside an NDJSON
+// frame (provider.request notices repeat it, in this turn and the next).
+func TestRPCPrettyContentKeepsFramesOnOneLine(t *testing.T) {
+	s := startServer(t)
+	sid, sk, _ := s.scriptedSession(t)
+	rpcResult(t, s, sid, sk, "session.registerDriver", nil)
+	for i, text := range []string{"first", "second"} {
+		body := "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session.sendMessage\",\"params\":{\"message\":{\"content\":[\n  {\"type\": \"text\",\r\n   \"text\": \"" + text + "\"}\n]}}}"
+		frames := rpcAll(t, s, sid, sk, body) // fails on any line that is not a whole frame
+		last := frames[len(frames)-1]
+		if last.Result == nil || !strings.Contains(string(last.Result), "You said: "+text) {
+			t.Fatalf("turn %d: terminal frame %s", i+1, last.raw)
+		}
+		for _, f := range frames {
+			if strings.ContainsAny(f.raw, "\r\n") {
+				t.Fatalf("turn %d: frame spans lines: %q", i+1, f.raw)
+			}
+		}
+	}
+}
