@@ -94,3 +94,20 @@ type Store interface {
 	Stats(ctx context.Context) (Stats, error)
 	Close() error
 }
+
+// OneLine returns a JSON value without line breaks: as it is when it has
+// none, else compacted (a raw line break in valid JSON is always
+// whitespace between tokens). Values copied into NDJSON frames as they are
+// — payloads, message contents, the history a provider.request repeats —
+// must not split their line, and a client may send its message
+// pretty-printed. A value that is not valid JSON is returned unchanged.
+func OneLine(raw json.RawMessage) json.RawMessage {
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}

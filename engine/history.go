@@ -245,7 +245,7 @@ func newConvo(history []baton.Message) *convo {
 
 // add appends one message.
 func (c *convo) add(m baton.Message) {
-	m.Content = oneLine(m.Content)
+	m.Content = baton.OneLine(m.Content) // provider.request payloads copy it into NDJSON frames
 	c.logged = append(c.logged, m)
 	c.size += len(m.Content)
 	m.Content = stripDispatch(m.Content)
@@ -254,21 +254,6 @@ func (c *convo) add(m baton.Message) {
 		return
 	}
 	c.ready = append(c.ready, m)
-}
-
-// oneLine returns content without line breaks: the history is copied
-// into provider.request payloads as it is, and a raw newline (always
-// whitespace between tokens in valid JSON) would split their NDJSON frame.
-// A client may well send its message pretty-printed.
-func oneLine(content json.RawMessage) json.RawMessage {
-	if bytes.IndexByte(content, '\n') < 0 && bytes.IndexByte(content, '\r') < 0 {
-		return content
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, content) != nil {
-		return content
-	}
-	return b.Bytes()
 }
 
 // concatContent joins two contents as one block array.

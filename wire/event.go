@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/baton-engine/baton"
@@ -40,7 +39,7 @@ func AppendEventView(dst []byte, ev *baton.Event) []byte {
 	if len(ev.Payload) == 0 {
 		dst = append(dst, "{}"...)
 	} else {
-		dst = appendRaw(dst, ev.Payload)
+		dst = append(dst, baton.OneLine(ev.Payload)...)
 	}
 	dst = append(dst, `,"created_at":"`...)
 	dst = ev.CreatedAt.UTC().AppendFormat(dst, baton.TimeLayout)
@@ -59,7 +58,7 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 	if len(msg.Content) == 0 {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendRaw(dst, msg.Content)
+		dst = append(dst, baton.OneLine(msg.Content)...)
 	}
 	dst = append(dst, `},"events":[`...)
 	for i, ev := range events {
@@ -69,20 +68,6 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 		dst = AppendEventView(dst, ev)
 	}
 	return append(dst, "]}}"...)
-}
-
-// appendRaw appends a JSON value as it is unless it holds a line break
-// (whitespace between tokens: valid JSON has none inside strings), which
-// would split an NDJSON frame; such a value is compacted.
-func appendRaw(dst []byte, raw json.RawMessage) []byte {
-	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
-		return append(dst, raw...)
-	}
-	b := bytes.NewBuffer(dst)
-	if json.Compact(b, raw) != nil {
-		return append(dst, raw...) // not JSON: left as it is
-	}
-	return b.Bytes()
 }
 
 // DeltaNotification is the opt-in session.event_delta frame (Baton
