@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return nil
 	}
 	log := newLogger(c.stderr, cfg)
+	tuneGC(c.getenv)
 
 	feed := hub.New(hub.DefaultBuffer)
 	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log, OnCommit: publish(feed)})
@@ -273,6 +275,20 @@ func (c *cli) announce(cfg *serveConfig, clientURL, adminURL string) error {
 		return fmt.Errorf("write ready file: %w", err)
 	}
 	return os.Rename(tmp, cfg.ReadyFile)
+}
+
+// gcPercent is the garbage collector's target when GOGC is not set: the
+// server's live heap is small and allocation-heavy (every event, request
+// and stream), so the default of 100 collects often; 200 cut server CPU
+// per round trip by ~8% under loadgen for a higher peak heap. GOMEMLIMIT,
+// when set, still bounds the heap.
+const gcPercent = 200
+
+// tuneGC sets gcPercent unless the operator chose GOGC.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 func newLogger(w io.Writer, cfg *serveConfig) *slog.Logger {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,24 @@ func TestDisabledAdminAuth(t *testing.T) {
 	}
 	if _, err := os.Stat(s.env["BAE_ADMIN_KEY_FILE"]); err == nil {
 		t.Fatalf("an admin key file was written with auth disabled")
+	}
+}
+
+// TestTuneGC: the server raises the GC target unless GOGC is set.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	tuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("GC percent %d without GOGC, want %d", got, gcPercent)
+	}
+	tuneGC(func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent %d with GOGC set, want it left alone (100)", got)
 	}
 }
