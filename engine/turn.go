@@ -34,7 +34,7 @@ type turnCtx struct {
 	events []*baton.Event
 	held   []*baton.Event // recorded, to be committed with the next emit
 	after  []func(error)  // told how the commit of the held events went
-	behind []chan error   // commits emitBehind queued, until they are awaited
+	behind []func() error // commits emitBehind queued, until they are awaited
 	clean  bool           // completed or paused normally: its conversation may be cached
 }
 
@@ -79,15 +79,18 @@ func (tc *turnCtx) emitBehind(evs ...*baton.Event) error {
 		return nil
 	}
 	wait := tc.e.store.AppendQueued(tc.wctx, evs...)
-	done := make(chan error, 1)
-	go func() {
-		err := wait()
-		for _, fn := range after {
-			fn(err)
-		}
-		done <- err
-	}()
-	tc.behind = append(tc.behind, done)
+	if len(after) > 0 { // someone waits for this commit: tell them as soon as it is done
+		done := make(chan error, 1)
+		go func() {
+			err := wait()
+			for _, fn := range after {
+				fn(err)
+			}
+			done <- err
+		}()
+		wait = func() error { return <-done }
+	}
+	tc.behind = append(tc.behind, wait)
 	tc.events = append(tc.events, evs...)
 	return nil
 }
@@ -107,8 +110,8 @@ func (tc *turnCtx) take(evs []*baton.Event) ([]*baton.Event, []func(error)) {
 // awaitBehind waits for every commit emitBehind queued. tc.mu is held.
 func (tc *turnCtx) awaitBehind() error {
 	var first error
-	for _, done := range tc.behind {
-		if err := <-done; err != nil && first == nil {
+	for _, wait := range tc.behind {
+		if err := wait(); err != nil && first == nil {
 			first = err
 		}
 	}
