@@ -81,13 +81,13 @@ func (tc *turnCtx) emitBehind(evs ...*baton.Event) error {
 	wait := tc.e.store.AppendQueued(tc.wctx, evs...)
 	if len(after) > 0 { // someone waits for this commit: tell them as soon as it is done
 		done := make(chan error, 1)
-		go func() {
-			err := wait()
+		go func(commit func() error) {
+			err := commit()
 			for _, fn := range after {
 				fn(err)
 			}
 			done <- err
-		}()
+		}(wait)
 		wait = func() error { return <-done }
 	}
 	tc.behind = append(tc.behind, wait)
