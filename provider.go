@@ -38,6 +38,19 @@ func AppendMessages(b []byte, msgs []Message) []byte {
 	return append(b, ']')
 }
 
+// EncodedSize is about how many bytes AppendMessages and AppendRaw write
+// for msgs and tools: the capacity to give a request body up front.
+func EncodedSize(msgs []Message, tools []json.RawMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content) + 32
+	}
+	for _, t := range tools {
+		n += len(t) + 1
+	}
+	return n
+}
+
 // AppendRaw appends vals to b as a JSON array; like AppendMessages, it
 // trusts each value to be valid JSON.
 func AppendRaw(b []byte, vals []json.RawMessage) []byte {

@@ -215,14 +215,7 @@ const maxRetryWait = 30 * time.Second
 // through encoding/json, which would re-validate all of it on every call.
 // Keys are in the order encoding/json would sort them.
 func requestPayload(attempt int, kind string, entry *baton.ProviderEntry, maxTokens int, messages []baton.Message, tools []json.RawMessage) json.RawMessage {
-	size := 256
-	for _, m := range messages {
-		size += len(m.Content) + 32
-	}
-	for _, t := range tools {
-		size += len(t) + 1
-	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, 256+baton.EncodedSize(messages, tools))
 	b = append(b, `{"attempt":`...)
 	b = strconv.AppendInt(b, int64(attempt), 10)
 	b = append(b, `,"base_url":`...)

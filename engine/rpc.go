@@ -298,7 +298,7 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 	}
 	poll := func() (*baton.Notice, bool) {
 		n, ok, _ := step(ctx, false)
-		return n, ok && n != nil
+		return n, ok
 	}
 	return &baton.Feed{Next: next, Poll: poll, Closed: func() bool { return closed }, Close: sub.Close}, nil
 }

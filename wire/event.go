@@ -24,17 +24,17 @@ func AppendEventNotification(dst []byte, ev *baton.Event) []byte {
 // copied as stored: the store only holds valid JSON.
 func AppendEventView(dst []byte, ev *baton.Event) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, ev.ID)
+	dst = baton.AppendString(dst, ev.ID)
 	dst = append(dst, `,"session_id":`...)
-	dst = appendString(dst, ev.SessionID)
+	dst = baton.AppendString(dst, ev.SessionID)
 	dst = append(dst, `,"client_key_id":`...)
 	if ev.ClientKeyID == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, ev.ClientKeyID)
+		dst = baton.AppendString(dst, ev.ClientKeyID)
 	}
 	dst = append(dst, `,"event_type":`...)
-	dst = appendString(dst, ev.Type)
+	dst = baton.AppendString(dst, ev.Type)
 	dst = append(dst, `,"payload":`...)
 	if len(ev.Payload) == 0 {
 		dst = append(dst, "{}"...)
@@ -53,7 +53,7 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, nullID(id)...)
 	dst = append(dst, `,"result":{"message":{"role":`...)
-	dst = appendString(dst, msg.Role)
+	dst = baton.AppendString(dst, msg.Role)
 	dst = append(dst, `,"content":`...)
 	if len(msg.Content) == 0 {
 		dst = append(dst, "null"...)
@@ -78,20 +78,6 @@ func DeltaNotification(d *baton.Delta) ([]byte, error) {
 	return Notification("session.event_delta", d)
 }
 
-// appendString appends s as a JSON string. Ids and event types are plain
-// ASCII, which takes the fast path.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
-
 // AppendEventPage appends an events page, {"items":[…],"next_cursor":…},
 // as both ports serve it. Payloads are copied as stored, not re-encoded:
 // pages of a long session carry every provider request's history.
@@ -107,7 +93,7 @@ func AppendEventPage(dst []byte, events []*baton.Event, next string) []byte {
 	if next == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, next)
+		dst = baton.AppendString(dst, next)
 	}
 	return append(dst, '}')
 }

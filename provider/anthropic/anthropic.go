@@ -91,14 +91,7 @@ func encode(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]byte, err
 	if maxTokens <= 0 {
 		maxTokens = defaultMaxTokens
 	}
-	size := 128 + len(model) + len(req.System)
-	for _, m := range req.Messages {
-		size += len(m.Content) + 32
-	}
-	for _, t := range req.Tools {
-		size += len(t) + 1
-	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, 128+len(model)+len(req.System)+baton.EncodedSize(req.Messages, req.Tools))
 	b = append(b, `{"model":`...)
 	b = baton.AppendString(b, model)
 	b = append(b, `,"max_tokens":`...)
