@@ -24,10 +24,7 @@ func TestExecutorStorePostgres(t *testing.T) {
 // environments, machines, credentials, settings and the profile columns
 // that refer to them.
 func testExecutorStore(t *testing.T, open func(t testing.TB) *DB) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, db *DB)
-	}{
+	runCases(t, open, []suiteCase{
 		{"OwnerLifecycle", testOwnerLifecycle},
 		{"OwnerList", testOwnerList},
 		{"CredentialLifecycle", testCredentialLifecycle},
@@ -36,10 +33,7 @@ func testExecutorStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"ProfileRefs", testProfileRefs},
 		{"OwnerInUse", testOwnerInUse},
 		{"EnsureSetting", testEnsureSetting},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
-	}
+	})
 }
 
 func mkEnvironment(t testing.TB, db *DB, name string) *baton.Environment {

@@ -25,10 +25,7 @@ func TestFileStorePostgres(t *testing.T) {
 // testFileStore is the session files and artifacts part of the store
 // conformance suite.
 func testFileStore(t *testing.T, open func(t testing.TB) *DB) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, db *DB)
-	}{
+	runCases(t, open, []suiteCase{
 		{"FileRoundTrip", testFileRoundTrip},
 		{"FileShape", testFileShape},
 		{"FileLimits", testFileLimits},
@@ -37,10 +34,7 @@ func testFileStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"FileConcurrentQuota", testFileConcurrentQuota},
 		{"Artifact", testArtifact},
 		{"ArtifactAccess", testArtifactAccess},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
-	}
+	})
 }
 
 // fileSession opens a session of a fresh profile and returns its id.

@@ -25,20 +25,14 @@ func TestReceiptsPostgres(t *testing.T) {
 
 // testReceipts is the receipt part of the store conformance suite.
 func testReceipts(t *testing.T, open func(t testing.TB) *DB) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, db *DB)
-	}{
+	runCases(t, open, []suiteCase{
 		{"Lifecycle", testReceiptLifecycle},
 		{"Abandon", testReceiptAbandon},
 		{"Concurrent", testReceiptConcurrent},
 		{"StaleTakeover", testReceiptStaleTakeover},
 		{"Sweep", testReceiptSweep},
 		{"SurvivesReopen", testReceiptReopen},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
-	}
+	})
 }
 
 func testReceiptLifecycle(t *testing.T, db *DB) {

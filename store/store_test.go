@@ -91,13 +91,23 @@ func openURL(t testing.TB, url string) *DB {
 	return db
 }
 
+// suiteCase is one case of the store conformance suite.
+type suiteCase struct {
+	name string
+	fn   func(t *testing.T, db *DB)
+}
+
+// runCases runs each case as a subtest on a fresh, empty store from open.
+func runCases(t *testing.T, open func(t testing.TB) *DB, cases []suiteCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
+	}
+}
+
 // testStore is the conformance suite every dialect must pass. Each case
 // gets a fresh, empty store.
 func testStore(t *testing.T, open func(t testing.TB) *DB) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, db *DB)
-	}{
+	runCases(t, open, []suiteCase{
 		{"Open", testOpen},
 		{"SchemaTooNew", testSchemaTooNew},
 		{"Stats", testStats},
@@ -129,10 +139,7 @@ func testStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"CommitFailure", testCommitFailure},
 		{"ContextCancel", testContextCancel},
 		{"Close", testClose},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
-	}
+	})
 }
 
 func testOpen(t *testing.T, db *DB) {
