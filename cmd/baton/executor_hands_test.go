@@ -424,10 +424,18 @@ func TestExecutorServerRestart(t *testing.T) {
 func TestExecutorCallEnds(t *testing.T) {
 	h := newHandsServer(t, "BATON_EXECUTOR_CALL_TIMEOUT", "300ms")
 	started, stopped := make(chan string, 2), make(chan string, 2)
+	// The handler's own deadline (timeout_ms) ends with the server's; its
+	// late result is held back until the server's outcome was checked, so
+	// the two cannot race.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // also when the test fails before it frees the handler
 	h.executor(t, "exe_ends", textTool("block", func(ctx context.Context, c exsdk.Call) (exsdk.Result, error) {
 		started <- c.ID
 		<-ctx.Done()
 		stopped <- c.ID
+		<-release
 		return exsdk.ErrorResult("stopped"), nil
 	}))
 	sess := h.session(t)
@@ -441,6 +449,7 @@ func TestExecutorCallEnds(t *testing.T) {
 	if id := <-started; id != <-stopped {
 		t.Fatalf("another call stopped")
 	}
+	free()
 
 	h.m.push(mockTool(mockUse{ID: "toolu_2", Name: "block"}))
 	out := goSend(loopCtx(t), sess, "again")
