@@ -34,6 +34,12 @@
 // socket belongs to the compiled child, not to the go command, which is
 // what the port lookup finds. loadgen's own CPU time over the round trips
 // is reported too; -cpuprofile writes its profile.
+//
+// With -floor, loadgen measures a baseline instead of Baton: a stand-in
+// server, run as loadgen's child, making a round trip's four HTTP
+// exchanges (two sendMessage requests, two model calls to the mock) with
+// nothing behind them. Its CPU per round trip is what net/http and the
+// kernel cost on this machine, the floor under Baton's figure.
 package main
 
 import (
@@ -66,9 +72,18 @@ type options struct {
 	mockAddr, provider, tool              string
 	serverPID                             int
 	cpuProfile                            string
+	floor                                 bool
+	floorHistory                          int
 }
 
 func main() {
+	if mock := os.Getenv(floorEnv); mock != "" {
+		if err := serveFloor(mock, os.Getenv(floorHistoryEnv), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen floor server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -96,8 +111,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.tool, "tool", "get_time", "name of the client tool")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "server process id (default: found by -url's listening port)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write loadgen's own CPU profile of the round trips to this file")
+	fs.BoolVar(&o.floor, "floor", false, "measure net/http's floor instead: a stand-in server making a round trip's four HTTP exchanges and nothing else (no Baton needed)")
+	fs.IntVar(&o.floorHistory, "floor-history", 4096, "with -floor, bytes of history in each provider request and provider.request notice")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: loadgen -print-config | loadgen -url URL -admin-url URL (-admin-key KEY | -admin-key-file FILE) [flags]")
+		fmt.Fprintln(stderr, "usage: loadgen -print-config | loadgen -floor [flags] | loadgen -url URL -admin-url URL (-admin-key KEY | -admin-key-file FILE) [flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -109,6 +126,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.printConfig {
 		fmt.Fprint(stdout, configSnippet(o.mockAddr))
+		return 0
+	}
+	if o.floor {
+		if o.sessions < 1 || o.roundTrips < 1 || o.floorHistory < 0 {
+			fmt.Fprintln(stderr, "loadgen: -sessions and -round-trips must be at least 1, -floor-history not negative")
+			return 2
+		}
+		if err := floor(ctx, &o, stdout); err != nil {
+			fmt.Fprintln(stderr, "loadgen:", err)
+			return 1
+		}
 		return 0
 	}
 	if o.url == "" {
