@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -127,18 +128,60 @@ func cpuTime(b *testing.B) time.Duration {
 // in the groups a turn commits them in; one op is one event. cpu-µs/event
 // is the whole process's CPU time (writer, checkpointer and the callers)
 // per event.
-func BenchmarkAppendMix100(b *testing.B) { benchAppendMix(b, 100) }
+func BenchmarkAppendMix100(b *testing.B) { benchAppendMix(b, 100, false) }
 
 // BenchmarkAppendMix16 is BenchmarkAppendMix100 with 16 sessions: commits
 // of about a dozen events, where the cost of each commit weighs more.
-func BenchmarkAppendMix16(b *testing.B) { benchAppendMix(b, 16) }
+func BenchmarkAppendMix16(b *testing.B) { benchAppendMix(b, 16, false) }
 
-func benchAppendMix(b *testing.B, writers int) {
+// BenchmarkAppendMixGrowing100 is BenchmarkAppendMix100 with provider
+// requests shaped like a real conversation's: each session's next request
+// repeats the previous one's messages plus one new message, followed by
+// the same tools, and the conversation restarts after growConversation
+// round trips.
+func BenchmarkAppendMixGrowing100(b *testing.B) { benchAppendMix(b, 100, true) }
+
+// growConversation is how many round trips a growing benchmark
+// conversation lasts (about 30 KiB of messages) before it restarts.
+const growConversation = 48
+
+// conversation builds one session's growing provider requests.
+type conversation struct {
+	session string
+	msgs    []byte // the messages array so far, without its closing bracket
+	n       int
+}
+
+var benchTools = baton.MarshalJSON([]map[string]string{
+	{"name": "read_file", "description": strings.Repeat("Reads a file of the workspace. ", 20)},
+	{"name": "run", "description": strings.Repeat("Runs a command in the sandbox. ", 20)},
+	{"name": "search", "description": strings.Repeat("Searches the workspace. ", 20)},
+})
+
+// next returns the conversation's next provider request payload.
+func (c *conversation) next() json.RawMessage {
+	if c.n%growConversation == 0 {
+		c.msgs = append(c.msgs[:0], '[')
+	} else {
+		c.msgs = append(c.msgs, ',')
+	}
+	c.n++
+	text := fmt.Sprintf("round trip %d of %s: %s", c.n, c.session, strings.Repeat("the agent said something new ", 20))
+	c.msgs = append(c.msgs, baton.MarshalJSON(map[string]string{"role": "user", "content": text})...)
+	b := make([]byte, 0, len(c.msgs)+len(benchTools)+160)
+	b = append(b, `{"attempt":0,"base_url":"https://api.example.com","kind":"messages","max_tokens":4096,"messages":`...)
+	b = append(b, c.msgs...)
+	b = append(b, `],"model":"bench-model","provider":"bench","tools":`...)
+	b = append(b, benchTools...)
+	return append(b, '}')
+}
+
+func benchAppendMix(b *testing.B, writers int, grow bool) {
 	benchDialects(b, func(b *testing.B, db *DB) {
 		ids := benchSessions(b, db, writers)
 		mix := newMixPayloads()
 		ctx := context.Background()
-		var next atomic.Int64
+		var next, logical atomic.Int64
 		var wg sync.WaitGroup
 		b.ReportAllocs()
 		before := db.w.batches.Load()
@@ -149,6 +192,9 @@ func benchAppendMix(b *testing.B, writers int) {
 			go func() {
 				defer wg.Done()
 				k := i // this session's event counter, staggered
+				conv := &conversation{session: ids[i]}
+				var sent int64
+				defer func() { logical.Add(sent) }()
 				for g := 0; ; g++ {
 					n := int64(roundTripGroups[g%len(roundTripGroups)])
 					end := next.Add(n)
@@ -160,8 +206,12 @@ func benchAppendMix(b *testing.B, writers int) {
 					for j := range evs {
 						e := &baton.Event{SessionID: ids[i], Type: "turn.output", Payload: mix.small[k%len(mix.small)]}
 						if k%5 == 0 {
-							e.Type, e.Payload = "provider.request", mix.requests[k/5%len(mix.requests)]
+							e.Type, e.Payload = baton.EventProviderReq, mix.requests[k/5%len(mix.requests)]
+							if grow {
+								e.Payload = conv.next()
+							}
 						}
+						sent += int64(len(e.Payload))
 						evs[j] = e
 						k++
 					}
@@ -177,5 +227,11 @@ func benchAppendMix(b *testing.B, writers int) {
 		b.StopTimer()
 		b.ReportMetric(float64(used.Nanoseconds())/1e3/float64(b.N), "cpu-µs/event")
 		b.ReportMetric(float64(b.N)/float64(max(1, db.w.batches.Load()-before)), "events/commit")
+		var stored int64
+		if err := db.read.QueryRow(`SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM session_events`).Scan(&stored); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(logical.Load())/float64(b.N), "payload-B/event")
+		b.ReportMetric(float64(stored)/float64(b.N), "stored-B/event")
 	})
 }
