@@ -122,9 +122,18 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 			return nil
 		}
 		streaming := false
+		// A model call's deltas arrive before its provider.request event,
+		// which is committed behind the call, and before its
+		// provider.response; the first delta after a response starts the
+		// text of the next call.
 		var streamed strings.Builder // text streamed by the latest model call
+		called := true
 		reply, err := sess.SendStream(ctx, line, func(ev client.Event) {
 			if ev.Type == client.DeltaType {
+				if called {
+					streamed.Reset()
+					called = false
+				}
 				if !streaming {
 					fmt.Fprint(out, "assistant: ")
 					streaming = true
@@ -133,8 +142,8 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 				streamed.WriteString(ev.Delta)
 				return
 			}
-			if ev.Type == "provider.request" {
-				streamed.Reset()
+			if ev.Type == "provider.response" {
+				called = true
 			}
 			if !quiet {
 				if streaming {
@@ -157,7 +166,7 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 		case err != nil:
 			return runtimeErr(err)
 		}
-		if text := reply.Message.Text(); text != streamed.String() { // already shown as it streamed
+		if text := reply.Message.Text(); text != "" && text != streamed.String() { // else shown as it streamed
 			fmt.Fprintf(out, "assistant: %s\n", text)
 		}
 	}

@@ -86,7 +86,7 @@ func TestChatOfflineToolRoundTrip(t *testing.T) {
 	defer stop()
 	var out, errb syncBuffer
 	c := &cli{getenv: envFunc(map[string]string{}), stdout: &out, stderr: &errb,
-		stdin: strings.NewReader("call get_time\ncall roll_dice {\"sides\": 2}\n/quit\n")}
+		stdin: strings.NewReader("hello there\ncall get_time\ncall roll_dice {\"sides\": 2}\n/quit\n")}
 	if code := c.run(context.Background(), []string{"chat", "--url", clientURL}); code != 0 {
 		t.Fatalf("chat exit %d: %s\n%s", code, errb.String(), out.String())
 	}
@@ -94,6 +94,12 @@ func TestChatOfflineToolRoundTrip(t *testing.T) {
 	for _, want := range []string{"→ get_time {}", "assistant: get_time returned: ", "→ roll_dice {\"sides\":2}", "roll_dice returned: ", "· provider.request"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("chat output lacks %q:\n%s", want, got)
+		}
+	}
+	// Each reply is shown once: as it streams, not again at the end.
+	for _, reply := range []string{"assistant: You said: hello there\n", "assistant: get_time returned: "} {
+		if n := strings.Count(got, reply); n != 1 {
+			t.Errorf("%q shown %d times:\n%s", reply, n, got)
 		}
 	}
 }
