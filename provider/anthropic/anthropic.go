@@ -112,6 +112,7 @@ func encode(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]byte, err
 func readStream(resp *http.Response, onDelta func(string)) (*baton.ProviderResponse, error) {
 	a := assembler{onDelta: onDelta, status: resp.StatusCode}
 	dec := sse.NewDecoder(resp.Body)
+	defer dec.Release()
 	for !a.done {
 		ev, err := dec.Next()
 		switch {

@@ -115,6 +115,7 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 func readStream(resp *http.Response, onDelta func(string)) (*baton.ProviderResponse, error) {
 	a := newAssembler(resp.StatusCode, onDelta)
 	dec := sse.NewDecoder(resp.Body)
+	defer dec.Release()
 	for !a.done {
 		ev, err := dec.Next()
 		switch {

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // DefaultMaxEvent is the default bound on one line and on one event's data.
@@ -32,6 +33,18 @@ const DefaultMaxEvent = 8 << 20
 
 // ErrTooLong reports a line or an event larger than the decoder's bound.
 var ErrTooLong = errors.New("sse: event too long")
+
+// errReleased is what a decoder returns once released.
+var errReleased = errors.New("sse: decoder released")
+
+// Read buffers: each decoder starts with one of readSize bytes; Release
+// gives back one no larger than maxPooled.
+const (
+	readSize  = 4 << 10
+	maxPooled = 64 << 10
+)
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
 
 // Event is one dispatched event.
 type Event struct {
@@ -63,7 +76,22 @@ type Decoder struct {
 
 // NewDecoder returns a decoder reading r with the DefaultMaxEvent bound.
 func NewDecoder(r io.Reader) *Decoder {
-	return &Decoder{r: r, max: DefaultMaxEvent, buf: make([]byte, 4096)}
+	return &Decoder{r: r, max: DefaultMaxEvent, buf: *bufs.Get().(*[]byte)}
+}
+
+// Release hands the decoder's read buffer to later decoders; a model call
+// need not allocate one each time. Neither the decoder nor the Data of an
+// event it returned may be used afterwards (Next returns an error).
+func (d *Decoder) Release() {
+	if d.buf == nil {
+		return
+	}
+	if cap(d.buf) <= maxPooled {
+		b := d.buf[:cap(d.buf)]
+		bufs.Put(&b)
+	}
+	d.buf, d.data, d.start, d.end = nil, nil, 0, 0
+	d.r, d.err = nil, errReleased
 }
 
 // SetMax changes the bound on one line and on one event's data (n > 0).

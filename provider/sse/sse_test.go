@@ -204,3 +204,21 @@ func BenchmarkDecoder(b *testing.B) {
 		}
 	}
 }
+
+// A released decoder stops, and the buffer it hands on carries nothing of
+// its stream into the next decoder's events.
+func TestDecoderRelease(t *testing.T) {
+	first := NewDecoder(strings.NewReader("event: a\ndata: one\n\nevent: b\ndata: left unread\n\n"))
+	if e, err := first.Next(); err != nil || e.Type != "a" || string(e.Data) != "one" {
+		t.Fatalf("first stream: %+v, %v", e, err)
+	}
+	first.Release()
+	first.Release() // idempotent
+	if _, err := first.Next(); err == nil || err == io.EOF {
+		t.Fatalf("Next after Release: %v, want an error", err)
+	}
+	got, err := decodeAll(strings.NewReader("data: two\n\n"), DefaultMaxEvent)
+	if err != io.EOF || len(got) != 1 || got[0] != (ev{"message", "", "two"}) {
+		t.Fatalf("next stream: %+v, %v", got, err)
+	}
+}
