@@ -145,9 +145,11 @@ func BenchmarkAppendMixGrowing100(b *testing.B) { benchAppendMix(b, 100, true) }
 // conversation lasts (about 30 KiB of messages) before it restarts.
 const growConversation = 48
 
-// conversation builds one session's growing provider requests.
+// conversation builds one session's growing provider requests, shaped
+// like the engine's.
 type conversation struct {
 	session string
+	note    string // each message's text after its header; a default when empty
 	msgs    []byte // the messages array so far, without its closing bracket
 	n       int
 }
@@ -166,7 +168,11 @@ func (c *conversation) next() json.RawMessage {
 		c.msgs = append(c.msgs, ',')
 	}
 	c.n++
-	text := fmt.Sprintf("round trip %d of %s: %s", c.n, c.session, strings.Repeat("the agent said something new ", 20))
+	note := c.note
+	if note == "" {
+		note = strings.Repeat("the agent said something new ", 20)
+	}
+	text := fmt.Sprintf("round trip %d of %s: %s", c.n, c.session, note)
 	c.msgs = append(c.msgs, baton.MarshalJSON(map[string]string{"role": "user", "content": text})...)
 	b := make([]byte, 0, len(c.msgs)+len(benchTools)+160)
 	b = append(b, `{"attempt":0,"base_url":"https://api.example.com","kind":"messages","max_tokens":4096,"messages":`...)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,16 @@ const (
 
 func crashSessionID(i int) string { return fmt.Sprintf("ses_crash%03d", i) }
 
+// crashEvent returns the event a crash-test session appends as its seq-th:
+// every third one a provider request of a growing conversation (stored as
+// deltas), the others a tick.
+func crashEvent(i int, seq int64, conv *conversation) *baton.Event {
+	if seq%3 == 0 {
+		return &baton.Event{SessionID: crashSessionID(i), Type: baton.EventProviderReq, Payload: conv.next()}
+	}
+	return baton.NewEvent(crashSessionID(i), "", "crash.tick", map[string]int{"i": i})
+}
+
 // crashChild opens the store, then appends from one goroutine per session
 // forever, printing "<session index> <seq>" for each event as soon as its
 // Append returned. It runs until it is killed.
@@ -51,10 +62,14 @@ func crashChild(path string) {
 	var mu sync.Mutex
 	for i := range crashSessions {
 		go func() {
-			for {
-				ev := baton.NewEvent(crashSessionID(i), "", "crash.tick", map[string]int{"i": i})
+			conv := &conversation{session: crashSessionID(i)}
+			for seq := int64(1); ; seq++ {
+				ev := crashEvent(i, seq, conv)
 				if err := db.Append(ctx, ev); err != nil {
 					fail(err)
+				}
+				if ev.Seq != seq {
+					fail(fmt.Errorf("session %d: appended seq %d, want %d", i, ev.Seq, seq))
 				}
 				mu.Lock()
 				_, err := fmt.Fprintf(os.Stdout, "%d %d\n", i, ev.Seq) // unbuffered: one write per ack
@@ -69,7 +84,8 @@ func crashChild(path string) {
 }
 
 // TestCrashSafety kills a process that is appending as fast as it can and
-// checks that every append it acknowledged survived, with gap-free seqs.
+// checks that every append it acknowledged survived, with gap-free seqs
+// and the payloads it appended, byte for byte.
 func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
@@ -129,8 +145,22 @@ func TestCrashSafety(t *testing.T) {
 		if int64(len(evs)) < acked[i] {
 			t.Errorf("session %d: %d events survived, but seq %d was acknowledged", i, len(evs), acked[i])
 		}
+		conv := &conversation{session: crashSessionID(i)}
+		for _, e := range evs {
+			want := crashEvent(i, e.Seq, conv)
+			if e.Type != want.Type || !bytes.Equal(e.Payload, want.Payload) {
+				t.Fatalf("session %d event %d: %s %.80s…, want %s %.80s…", i, e.Seq, e.Type, e.Payload, want.Type, want.Payload)
+			}
+		}
 	}
-	t.Logf("%d appends acknowledged before SIGKILL, all present after reopen", n)
+	var deltas int
+	if err := db.read.QueryRow(`SELECT COUNT(*) FROM session_events WHERE base_seq IS NOT NULL`).Scan(&deltas); err != nil {
+		t.Fatal(err)
+	}
+	if deltas == 0 {
+		t.Error("no provider request was stored as a delta")
+	}
+	t.Logf("%d appends acknowledged before SIGKILL, all present after reopen (%d stored as deltas)", n, deltas)
 }
 
 func parseAck(line string) (int, int64, error) {

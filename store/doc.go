@@ -37,6 +37,18 @@
 // PostgreSQL both share one pool and a search_path given in the URL is
 // honoured.
 //
+// # Provider requests
+//
+// A provider.request payload carries the whole conversation, so
+// consecutive ones of a session are nearly identical. The writer keeps
+// each session's last committed provider request in memory (32 MiB in
+// all, least recently used out) and stores the next one, when they share
+// enough, as a delta: only the bytes between the shared prefix and suffix,
+// with the base's seq and the two lengths (split on UTF-8 boundaries). A
+// base is always committed in an earlier transaction; at most 16 deltas
+// follow a whole payload. Reads rebuild the whole payload, fetching bases
+// outside the result; callers never see a delta.
+//
 // # Pages
 //
 // Lists are ordered by insertion. A cursor is the decimal ordering value of

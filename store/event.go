@@ -3,30 +3,72 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/baton-engine/baton"
 )
 
-const eventCols = `seq, id, session_id, client_key_id, event_type, payload, created_at`
+const eventCols = `seq, id, session_id, client_key_id, event_type, payload, created_at,
+	base_seq, base_prefix, base_suffix`
 
-func scanEvent(s scanner) (*baton.Event, int64, error) {
+// scanEvent reads a row of eventCols; a delta's Payload is the stored
+// middle until expand puts it together.
+func scanEvent(s scanner) (*baton.Event, ref, error) {
 	var (
-		e          baton.Event
-		client     sql.NullString
-		payload, c string
+		e                 baton.Event
+		client            sql.NullString
+		c                 string
+		base, pre, suffix sql.NullInt64
 	)
-	if err := s.Scan(&e.Seq, &e.ID, &e.SessionID, &client, &e.Type, &payload, &c); err != nil {
-		return nil, 0, err
+	if err := s.Scan(&e.Seq, &e.ID, &e.SessionID, &client, &e.Type, (*[]byte)(&e.Payload), &c, &base, &pre, &suffix); err != nil {
+		return nil, ref{}, err
 	}
 	e.ClientKeyID = client.String
-	e.Payload = json.RawMessage(payload)
-	var err error
-	if e.CreatedAt, err = parseTime(c); err != nil {
-		return nil, 0, err
+	r, err := scanRef(base, pre, suffix)
+	if err != nil {
+		return nil, ref{}, err
 	}
-	return &e, e.Seq, nil
+	if e.CreatedAt, err = parseTime(c); err != nil {
+		return nil, ref{}, err
+	}
+	return &e, r, nil
+}
+
+// events runs a query of eventCols rows in Seq order and returns the
+// first limit events (every one when limit is 0) with whole payloads,
+// and whether the query returned more.
+func (db *DB) events(ctx context.Context, limit int, query string, args ...any) ([]*baton.Event, bool, error) {
+	rows, err := db.query(ctx, query, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	var (
+		evs  []*baton.Event
+		refs []ref
+	)
+	for rows.Next() {
+		e, r, err := scanEvent(rows)
+		if err != nil {
+			_ = rows.Close()
+			return nil, false, err
+		}
+		evs, refs = append(evs, e), append(refs, r)
+	}
+	// Closed before expand reads bases: holding this connection while
+	// waiting for another could exhaust the pool.
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, false, err
+	}
+	more := limit > 0 && len(evs) > limit
+	if more {
+		evs, refs = evs[:limit], refs[:limit]
+	}
+	if err := db.expand(ctx, evs, refs); err != nil {
+		return nil, false, err
+	}
+	return evs, more, nil
 }
 
 // Append durably appends events, which may belong to several sessions, in
@@ -34,6 +76,11 @@ func scanEvent(s scanner) (*baton.Event, int64, error) {
 // empty), Seq and CreatedAt (when zero) and returns once the events are
 // committed. An event of an unknown session is ECodeNotFound and nothing
 // of the call is written.
+//
+// A provider.request payload is stored as a delta of the session's
+// previous one, committed earlier, when they share most of their bytes:
+// the row keeps only the bytes between the shared prefix and suffix (see
+// delta.go). Reads return the whole payload.
 //
 // A payload must be valid JSON (or empty, stored as it is); it is not
 // re-validated here. Every payload Baton appends is built by encoding/json
@@ -75,10 +122,14 @@ func (db *DB) Events(ctx context.Context, sessionID string, page baton.Page) ([]
 		return nil, "", err
 	}
 	limit := pageLimit(page.Limit)
-	items, next, err := list(ctx, db.read, scanEvent, limit, `SELECT `+eventCols+` FROM session_events
+	items, more, err := db.events(ctx, limit, `SELECT `+eventCols+` FROM session_events
 WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list events: %w", err)
+	}
+	next := ""
+	if more {
+		next = strconv.FormatInt(items[len(items)-1].Seq, 10)
 	}
 	return items, next, nil
 }
@@ -87,7 +138,7 @@ WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, lim
 // oldest first.
 func (db *DB) EventsAfter(ctx context.Context, sessionID string, after int64, limit int) ([]*baton.Event, error) {
 	limit = pageLimit(limit)
-	items, _, err := list(ctx, db.read, scanEvent, limit, `SELECT `+eventCols+` FROM session_events
+	items, _, err := db.events(ctx, limit, `SELECT `+eventCols+` FROM session_events
 WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)

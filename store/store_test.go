@@ -139,6 +139,13 @@ func testStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"CommitFailure", testCommitFailure},
 		{"ContextCancel", testContextCancel},
 		{"Close", testClose},
+		{"DeltaRoundTrip", testDeltaRoundTrip},
+		{"DeltaUTF8", testDeltaUTF8},
+		{"DeltaSameBatch", testDeltaSameBatch},
+		{"DeltaRollback", testDeltaRollback},
+		{"DeltaEviction", testDeltaEviction},
+		{"DeltaCorrupt", testDeltaCorrupt},
+		{"DeltaDown", testDeltaDown},
 	})
 }
 
@@ -307,6 +314,44 @@ func holdWriter(t *testing.T, db *DB) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// inOneBatch runs ops, which each make one writer request, so that they
+// queue up in order behind a held writer and commit in one batch; it
+// returns their errors. It fails the test if they took more than one.
+func inOneBatch(t *testing.T, db *DB, ops ...func() error) []error {
+	t.Helper()
+	release := holdWriter(t, db)
+	before := db.w.batches.Load()
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		wg.Go(func() { errs[i] = op() })
+		waitQueued(t, db, i+1) // fixes the order inside the batch
+	}
+	release()
+	wg.Wait()
+	if n := db.w.batches.Load() - before; n != 1 {
+		t.Errorf("%d queued requests took %d batches, want 1", len(ops), n)
+	}
+	return errs
+}
+
+// commitFailer returns a writer request that makes its whole batch fail
+// at COMMIT: a deferred foreign key is checked only then, in both
+// dialects.
+func commitFailer(t *testing.T, db *DB) func() error {
+	t.Helper()
+	if _, err := db.write.Exec(`CREATE TABLE commit_fail (
+	sid TEXT REFERENCES sessions (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	return func() error {
+		return db.w.do(context.Background(), func(t *wtx) error {
+			_, err := t.exec(`INSERT INTO commit_fail (sid) VALUES ('ses_nowhere')`)
+			return err
+		})
+	}
 }
 
 // waitQueued waits until n requests wait in the writer's queue.

@@ -24,21 +24,9 @@ func (db *DB) EventsOfType(ctx context.Context, sessionID string, types []string
 		args = append(args, t)
 		marks[i] = fmt.Sprintf("$%d", i+2)
 	}
-	rows, err := db.query(ctx, `SELECT `+eventCols+` FROM session_events
+	out, _, err := db.events(ctx, 0, `SELECT `+eventCols+` FROM session_events
 WHERE session_id = $1 AND event_type IN (`+strings.Join(marks, ", ")+`) ORDER BY seq`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("events of type: %w", err)
-	}
-	defer rows.Close()
-	var out []*baton.Event
-	for rows.Next() {
-		ev, _, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("events of type: %w", err)
-		}
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("events of type: %w", err)
 	}
 	return out, nil

@@ -72,6 +72,7 @@ type writer struct {
 	// Owned by the writer goroutine.
 	committed []*baton.Event   // events of the last committed attempt
 	seqs      map[string]int64 // session id → last committed (or in-batch) seq
+	bases     baseCache        // session id → last committed provider request (delta.go)
 	ins       stmt             // insert one event
 	last      stmt             // session existence and last seq
 	sinceCkpt int              // work committed since the last checkpoint kick
@@ -86,15 +87,19 @@ type stmt struct {
 }
 
 const (
-	insertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	insertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at,
+	base_seq, base_prefix, base_suffix)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 	// sqliteInsertEventSQL is insertEventSQL with anonymous parameters,
 	// which the SQLite driver binds without looking up (and allocating)
 	// a name for each.
-	sqliteInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
-	bulkInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`
+	sqliteInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at,
+	base_seq, base_prefix, base_suffix)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	bulkInsertEventSQL = `INSERT INTO session_events (session_id, seq, id, client_key_id, event_type, payload, created_at,
+	base_seq, base_prefix, base_suffix)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	$8::bigint[], $9::bigint[], $10::bigint[])`
 	lastSeqSQL = `SELECT (SELECT COUNT(*) FROM sessions WHERE id = $1),
 	(SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = $1)`
 )
@@ -108,6 +113,7 @@ func newWriter(ctx context.Context, db *sql.DB, sqlite bool, maxBatch int, log *
 		quit:   make(chan struct{}),
 		exited: make(chan struct{}),
 		seqs:   make(map[string]int64),
+		bases:  newBaseCache(defaultBaseBytes),
 		ins:    stmt{text: insertEventSQL},
 		last:   stmt{text: lastSeqSQL},
 	}
@@ -345,6 +351,13 @@ func (w *writer) attempt(live []*request, savepoints bool) error {
 				w.committed = append(w.committed, e)
 			}
 		}
+		// Only now may these requests be bases, of later transactions':
+		// a base in its own transaction could be rolled back alone.
+		for _, r := range t.requests {
+			if r.e.Seq > 0 {
+				w.bases.put(r.e.SessionID, r.e.Seq, r.depth, r.e.Payload)
+			}
+		}
 	}
 	return nil
 }
@@ -369,7 +382,14 @@ type txn struct {
 	// session_events other than through nextSeq, which the seq cache
 	// answers for every session with pending events.
 	deferred bool
-	pending  []*baton.Event
+	pending  []pendingEvent
+}
+
+// pendingEvent is a deferred event with its payload column's value.
+type pendingEvent struct {
+	e    *baton.Event
+	text string
+	d    delta
 }
 
 // flush inserts the pending events with one statement.
@@ -380,15 +400,23 @@ func (b *txn) flush() error {
 	n := len(b.pending)
 	sessions, ids, types, payloads, created := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	seqs, clients := make([]int64, n), make([]*string, n)
-	for i, e := range b.pending {
+	bases, prefixes, suffixes, lens := make([]*int64, n), make([]*int64, n), make([]*int64, n), make([]int64, 0, 2*n)
+	for i, p := range b.pending {
+		e := p.e
 		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, e.Type
-		payloads[i], created[i] = payloadText(e.Payload), formatTime(e.CreatedAt)
+		payloads[i], created[i] = p.text, formatTime(e.CreatedAt)
 		if e.ClientKeyID != "" {
 			clients[i] = &e.ClientKeyID
 		}
+		if p.d.base != 0 {
+			bases[i] = &b.pending[i].d.base
+			lens = append(lens, int64(p.d.prefix), int64(p.d.suffix))
+			prefixes[i], suffixes[i] = &lens[len(lens)-2], &lens[len(lens)-1]
+		}
 	}
 	b.pending = nil
-	if _, err := b.tx.ExecContext(b.ctx, bulkInsertEventSQL, sessions, seqs, ids, clients, types, payloads, created); err != nil {
+	if _, err := b.tx.ExecContext(b.ctx, bulkInsertEventSQL, sessions, seqs, ids, clients, types, payloads, created,
+		bases, prefixes, suffixes); err != nil {
 		return fmt.Errorf("store: insert events: %w", err)
 	}
 	return nil
@@ -399,9 +427,17 @@ func (b *txn) flush() error {
 // sequence numbers it advanced, and which events it numbered.
 type wtx struct {
 	*txn
-	dirty   bool
-	touched []string
-	events  []*baton.Event
+	dirty    bool
+	touched  []string
+	events   []*baton.Event
+	requests []providerRequest // among events: bases once committed
+}
+
+// providerRequest is a provider request the writer inserted, and the
+// depth of its delta chain (0: stored whole).
+type providerRequest struct {
+	e     *baton.Event
+	depth int
 }
 
 func (t *wtx) bound(s stmt) *sql.Stmt {
@@ -515,12 +551,18 @@ func (t *wtx) append(e *baton.Event) error {
 	t.events = append(t.events, e)
 	t.touched = append(t.touched, e.SessionID)
 	t.dirty = true
+	d, text := t.w.bases.deltaOf(e)
+	if e.Type == baton.EventProviderReq {
+		t.requests = append(t.requests, providerRequest{e: e, depth: d.depth})
+	}
 	if t.deferred {
-		t.pending = append(t.pending, e)
+		t.pending = append(t.pending, pendingEvent{e: e, text: text, d: d})
 		t.w.seqs[e.SessionID] = seq
 		return nil
 	}
-	args := []any{e.SessionID, seq, e.ID, nullString(e.ClientKeyID), e.Type, payloadArg(e.Payload), baton.FormatTime(e.CreatedAt)}
+	base, prefix, suffix := d.args()
+	args := []any{e.SessionID, seq, e.ID, nullString(e.ClientKeyID), e.Type, text, baton.FormatTime(e.CreatedAt),
+		base, prefix, suffix}
 	if ps := t.bound(t.w.ins); ps != nil {
 		_, err = ps.ExecContext(t.ctx, args...)
 	} else {

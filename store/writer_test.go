@@ -153,23 +153,7 @@ func testFailingOpInBatch(t *testing.T, db *DB) {
 		func() error { return db.CreateProfile(ctx, fresh) },
 		func() error { return db.Append(ctx, newEvent(s2.ID, "x.3")) },
 	}
-	release := holdWriter(t, db)
-	before := db.w.batches.Load()
-	results := make([]error, len(ops))
-	var wg sync.WaitGroup
-	for i, op := range ops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = op()
-		}()
-		waitQueued(t, db, i+1) // fixes the order inside the batch
-	}
-	release()
-	wg.Wait()
-	if got := db.w.batches.Load() - before; got != 1 {
-		t.Errorf("ops took %d batches, want 1", got)
-	}
+	results := inOneBatch(t, db, ops...)
 
 	for _, i := range []int{0, 3, 6, 7} {
 		if results[i] != nil {
@@ -214,36 +198,12 @@ func testCommitFailure(t *testing.T, db *DB) {
 	p := mkProfile(t, db, "p")
 	ck := mkKey(t, db, baton.RoleClient, p.ID)
 	s, _ := mkSession(t, db, ck)
-	// A deferred foreign key is checked only at COMMIT, in both dialects.
-	if _, err := db.write.Exec(`CREATE TABLE commit_fail (
-	sid TEXT REFERENCES sessions (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
-		t.Fatal(err)
-	}
-	poison := func() error {
-		return db.w.do(ctx, func(t *wtx) error {
-			_, err := t.exec(`INSERT INTO commit_fail (sid) VALUES ('ses_nowhere')`)
-			return err
-		})
-	}
 	first := newEvent(s.ID, "x.1")
-	ops := []func() error{
+	results := inOneBatch(t, db,
 		func() error { return db.Append(ctx, first) },
-		poison,
+		commitFailer(t, db),
 		func() error { return db.Append(ctx, newEvent(s.ID, "x.2")) },
-	}
-	release := holdWriter(t, db)
-	results := make([]error, len(ops))
-	var wg sync.WaitGroup
-	for i, op := range ops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = op()
-		}()
-		waitQueued(t, db, i+1)
-	}
-	release()
-	wg.Wait()
+	)
 	for i, err := range results {
 		if err == nil || baton.ErrorCode(err) != baton.ECodeInternal {
 			t.Errorf("op %d: err = %v, want the commit error", i, err)
