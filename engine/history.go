@@ -8,37 +8,6 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// block is a content block decoded just far enough to route it; Raw keeps
-// the original bytes so unknown fields travel untouched.
-type block struct {
-	Type      string          `json:"type"`
-	ID        *string         `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   json.RawMessage `json:"content,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	Dispatch  string          `json:"dispatch,omitempty"`
-	Raw       json.RawMessage `json:"-"`
-}
-
-// blocks decodes content as a block array; a string or anything else is
-// not an array and yields ok=false.
-func blocks(content json.RawMessage) ([]block, bool) {
-	var raws []json.RawMessage
-	if err := json.Unmarshal(content, &raws); err != nil {
-		return nil, false
-	}
-	out := make([]block, 0, len(raws))
-	for _, r := range raws {
-		var b block
-		_ = json.Unmarshal(r, &b) // non-objects stay typeless and are carried as Raw
-		b.Raw = r
-		out = append(out, b)
-	}
-	return out, true
-}
-
 // toolUse is one tool_use block of an assistant message.
 type toolUse struct {
 	ID    string
@@ -81,48 +50,6 @@ func toolResult(id string, content json.RawMessage, isError bool) json.RawMessag
 func textContent(text string) json.RawMessage {
 	b, _ := json.Marshal([]map[string]string{{"type": "text", "text": text}})
 	return b
-}
-
-// setKey returns obj (a JSON object) with key set to value, or removed
-// when value is nil. Non-objects are returned unchanged.
-func setKey(obj json.RawMessage, key string, value any) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil || m == nil {
-		return obj
-	}
-	if value == nil {
-		if _, ok := m[key]; !ok {
-			return obj
-		}
-		delete(m, key)
-	} else {
-		v, _ := json.Marshal(value)
-		m[key] = v
-	}
-	out, _ := json.Marshal(m)
-	return out
-}
-
-// mapToolUses rewrites every tool_use block of content with f.
-func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.RawMessage {
-	bs, ok := blocks(content)
-	if !ok {
-		return content
-	}
-	out := make([]json.RawMessage, len(bs))
-	changed := false
-	for i, b := range bs {
-		out[i] = b.Raw
-		if b.Type == "tool_use" {
-			out[i] = f(b)
-			changed = true
-		}
-	}
-	if !changed {
-		return content
-	}
-	raw, _ := json.Marshal(out)
-	return raw
 }
 
 // stripDispatch removes Baton's routing keys from tool_use blocks before
@@ -254,27 +181,6 @@ func (c *convo) add(m baton.Message) {
 		return
 	}
 	c.ready = append(c.ready, m)
-}
-
-// concatContent joins two contents as one block array.
-func concatContent(a, b json.RawMessage) json.RawMessage {
-	var all []json.RawMessage
-	for _, c := range []json.RawMessage{a, b} {
-		if bs, ok := blocks(c); ok {
-			for _, x := range bs {
-				all = append(all, x.Raw)
-			}
-			continue
-		}
-		var s string
-		if json.Unmarshal(c, &s) == nil && s != "" {
-			all = append(all, mustJSON(map[string]string{"type": "text", "text": s}))
-		}
-	}
-	if all == nil {
-		all = []json.RawMessage{}
-	}
-	return mustJSON(all)
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // maxBlocks bounds the content block index a stream may use.
@@ -109,7 +110,7 @@ func (a *assembler) add(name string, data []byte) error {
 		}
 		if isObject(ev.Usage) {
 			var set []member
-			_ = eachField(ev.Usage, func(k, v []byte) {
+			_ = rawjson.EachMember(ev.Usage, func(k, v []byte) {
 				if len(set) < 64 {
 					set = append(set, member{string(k), v})
 				}
@@ -156,7 +157,7 @@ func (a *assembler) decode(data []byte) error {
 	ev := &a.ev
 	*ev = event{Type: ev.Type[:0], Index: -1}
 	var typ []byte
-	err := eachField(data, func(k, v []byte) {
+	err := rawjson.EachMember(data, func(k, v []byte) {
 		switch string(k) {
 		case "type":
 			typ = v
@@ -179,7 +180,7 @@ func (a *assembler) decode(data []byte) error {
 	}
 	if typ != nil && string(typ) != "null" {
 		var ok bool
-		if ev.Type, ok = appendUnquoted(ev.Type, typ); !ok {
+		if ev.Type, ok = rawjson.AppendUnquoted(ev.Type, typ); !ok {
 			return errors.New(`"type" is not a string`)
 		}
 	}
@@ -194,7 +195,7 @@ func (a *assembler) blockDelta() error {
 	}
 	b := a.blocks[ev.Index]
 	var typ, text, partial, thinking, signature, citation []byte
-	err := eachField(ev.Delta, func(k, v []byte) {
+	err := rawjson.EachMember(ev.Delta, func(k, v []byte) {
 		switch string(k) {
 		case "type":
 			typ = v
@@ -219,7 +220,7 @@ func (a *assembler) blockDelta() error {
 		if v == nil || !ok {
 			return dst
 		}
-		dst, ok = appendUnquoted(dst, v)
+		dst, ok = rawjson.AppendUnquoted(dst, v)
 		return dst
 	}
 	switch string(typ) {
@@ -297,7 +298,7 @@ func (a *assembler) finish() (body, content []byte, usage *baton.Usage, err erro
 
 	set := []member{{"content", content}}
 	for _, d := range a.deltas {
-		_ = eachField(d, func(k, v []byte) {
+		_ = rawjson.EachMember(d, func(k, v []byte) {
 			for i := range set {
 				if set[i].Key == string(k) {
 					set[i].Val = v
@@ -339,9 +340,9 @@ func (a *assembler) appendBlock(dst []byte, b *block) ([]byte, error) {
 			_ = json.Unmarshal(old, &prefix)
 		}
 		if prefix == "" {
-			v = appendString(v, delta)
+			v = rawjson.AppendString(v, delta, rawjson.Minimal)
 		} else {
-			v = appendString(v, prefix+string(delta))
+			v = rawjson.AppendString(v, prefix+string(delta), rawjson.Minimal)
 		}
 		set[n] = member{key, v}
 		n++
@@ -386,6 +387,6 @@ func (a *assembler) appendBlock(dst []byte, b *block) ([]byte, error) {
 
 // isObject reports whether raw JSON is an object.
 func isObject(raw []byte) bool {
-	i := skipSpace(raw, 0)
+	i := rawjson.SkipSpace(raw, 0)
 	return i < len(raw) && raw[i] == '{'
 }

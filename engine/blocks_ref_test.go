@@ -1,0 +1,115 @@
+package engine
+
+import "encoding/json"
+
+// The encoding/json implementations that blocks.go replaced, kept as the
+// reference its differential tests and benchmarks compare against.
+
+// refBlocks is blocks as encoding/json decodes it.
+func refBlocks(content json.RawMessage) ([]block, bool) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(content, &raws); err != nil {
+		return nil, false
+	}
+	out := make([]block, 0, len(raws))
+	for _, r := range raws {
+		var b block
+		_ = json.Unmarshal(r, &b) // non-objects stay typeless and are carried as Raw
+		b.Raw = r
+		out = append(out, b)
+	}
+	return out, true
+}
+
+// refToolUses is toolUses on refBlocks.
+func refToolUses(content json.RawMessage) []toolUse {
+	bs, _ := refBlocks(content)
+	var out []toolUse
+	for _, b := range bs {
+		if b.Type != "tool_use" || b.Name == "" {
+			continue
+		}
+		tu := toolUse{Name: b.Name, Input: b.Input}
+		if b.ID != nil {
+			tu.ID = *b.ID
+		}
+		if len(tu.Input) == 0 || string(tu.Input) == "null" {
+			tu.Input = json.RawMessage(`{}`)
+		}
+		out = append(out, tu)
+	}
+	return out
+}
+
+// refSetKey is setKey through a map[string]json.RawMessage.
+func refSetKey(obj json.RawMessage, key string, value any) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || m == nil {
+		return obj
+	}
+	if value == nil {
+		if _, ok := m[key]; !ok {
+			return obj
+		}
+		delete(m, key)
+	} else {
+		v, _ := json.Marshal(value)
+		m[key] = v
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// refMapToolUses is mapToolUses through json.Marshal.
+func refMapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.RawMessage {
+	bs, ok := refBlocks(content)
+	if !ok {
+		return content
+	}
+	out := make([]json.RawMessage, len(bs))
+	changed := false
+	for i, b := range bs {
+		out[i] = b.Raw
+		if b.Type == "tool_use" {
+			out[i] = f(b)
+			changed = true
+		}
+	}
+	if !changed {
+		return content
+	}
+	raw, _ := json.Marshal(out)
+	return raw
+}
+
+// refHasDispatch is hasDispatch on refBlocks.
+func refHasDispatch(content json.RawMessage) bool {
+	bs, _ := refBlocks(content)
+	for _, b := range bs {
+		if b.Type == "tool_use" && b.Dispatch != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// refConcatContent is concatContent through json.Marshal.
+func refConcatContent(a, b json.RawMessage) json.RawMessage {
+	var all []json.RawMessage
+	for _, c := range []json.RawMessage{a, b} {
+		if bs, ok := refBlocks(c); ok {
+			for _, x := range bs {
+				all = append(all, x.Raw)
+			}
+			continue
+		}
+		var s string
+		if json.Unmarshal(c, &s) == nil && s != "" {
+			all = append(all, mustJSON(map[string]string{"type": "text", "text": s}))
+		}
+	}
+	if all == nil {
+		all = []json.RawMessage{}
+	}
+	return mustJSON(all)
+}

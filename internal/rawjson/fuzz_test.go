@@ -1,0 +1,160 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// seeds are inputs for every fuzz target here.
+var seeds = []string{
+	`[{"type":"text","text":"hi <b> & \u2028"},{"type":"tool_use","id":"t1","name":"n","input":{"a":[1,2.5e3,null,true]}}]`,
+	` { "a" : 1 , "a" : "\ud83d\ude00" , "\u0041" : [ ] , "k\"": {"x":"}"} } `,
+	`"\ud83d"`, "\"\xff\xfe\"", `"\n\u0000\/"`, `-0.5E+2`, `01`, `[1,]`, `{"a"}`, `"abc`, `[[[[]]]]`, ` null `,
+	"\"\xe2\x80\xa8\"", `{"a":"b"`, `[`, `tru`, `"\u12g4"`,
+}
+
+// FuzzValid checks Valid against encoding/json.
+func FuzzValid(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// FuzzUnquote checks the string decoder against encoding/json.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lit := bytes.TrimSpace([]byte(s))
+		var want string
+		if err := json.Unmarshal(lit, &want); err != nil || lit[0] != '"' { // null decodes too
+			return
+		}
+		got, ok := AppendUnquoted(nil, lit)
+		if !ok || string(got) != want {
+			t.Fatalf("AppendUnquoted(%q) = %q, %v; encoding/json says %q", s, got, ok, want)
+		}
+	})
+}
+
+// FuzzAppendString checks the Marshal escaping against encoding/json,
+// and that the Minimal one decodes to the same string.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := marshalString(t, s, true)
+		if got := AppendString(nil, s, Marshal); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q, Marshal) = %s, encoding/json says %s", s, got, want)
+		}
+		var std, back string
+		_ = json.Unmarshal(want, &std)
+		got := AppendString(nil, s, Minimal)
+		if err := json.Unmarshal(got, &back); err != nil || back != std {
+			t.Fatalf("AppendString(%q, Minimal) = %s, decodes to %q (%v), want %q", s, got, back, err, std)
+		}
+	})
+}
+
+// FuzzAppendCompact checks compaction against json.Marshal of a
+// json.RawMessage and against json.Compact.
+func FuzzAppendCompact(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		want, err := json.Marshal(json.RawMessage(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendCompact(nil, b, true); !bytes.Equal(got, want) {
+			t.Fatalf("AppendCompact(%q, html) = %s, encoding/json says %s", b, got, want)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, b); err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendCompact(nil, b, false); !bytes.Equal(got, buf.Bytes()) {
+			t.Fatalf("AppendCompact(%q) = %s, json.Compact says %s", b, got, buf.Bytes())
+		}
+	})
+}
+
+// FuzzWalk checks that on valid JSON the walkers cut out exactly the
+// elements and members encoding/json sees.
+func FuzzWalk(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		var elems []json.RawMessage
+		arrErr := json.Unmarshal(b, &elems)
+		var got []json.RawMessage
+		err := EachElement(b, func(e []byte) { got = append(got, e) })
+		if (err == nil) != (arrErr == nil && elems != nil) {
+			t.Fatalf("EachElement(%q) error %v, encoding/json error %v", b, err, arrErr)
+		}
+		if err == nil {
+			if len(got) != len(elems) {
+				t.Fatalf("EachElement(%q): %d elements, encoding/json %d", b, len(got), len(elems))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], elems[i]) {
+					t.Fatalf("EachElement(%q)[%d] = %s, encoding/json %s", b, i, got[i], elems[i])
+				}
+			}
+		}
+
+		var members map[string]json.RawMessage
+		objErr := json.Unmarshal(b, &members)
+		last := map[string]json.RawMessage{}
+		var rebuilt []byte
+		err = EachMember(b, func(k, v []byte) {
+			key, ok := AppendUnescaped(nil, k)
+			if !ok || !Valid(v) {
+				t.Fatalf("EachMember(%q): key %q (%v), value %q", b, k, ok, v)
+			}
+			last[string(key)] = v
+			if rebuilt != nil {
+				rebuilt = append(rebuilt, ',')
+			}
+			rebuilt = append(rebuilt, '"')
+			rebuilt = append(rebuilt, k...)
+			rebuilt = append(rebuilt, '"', ':')
+			rebuilt = append(rebuilt, v...)
+		})
+		if (err == nil) != (objErr == nil && members != nil) {
+			t.Fatalf("EachMember(%q) error %v, encoding/json error %v", b, err, objErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(last) != len(members) {
+			t.Fatalf("EachMember(%q): %d keys, encoding/json %d", b, len(last), len(members))
+		}
+		for k, v := range members {
+			if !bytes.Equal(last[k], v) {
+				t.Fatalf("EachMember(%q)[%q] = %s, encoding/json %s", b, k, last[k], v)
+			}
+		}
+		// The members, put back together, are the object.
+		whole := append(append([]byte{'{'}, rebuilt...), '}')
+		if !bytes.Equal(AppendCompact(nil, whole, false), AppendCompact(nil, b, false)) {
+			t.Fatalf("EachMember(%q) rebuilt %s", b, whole)
+		}
+	})
+}
