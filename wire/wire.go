@@ -3,15 +3,17 @@
 // exact order, the frame shapes written back, and the one table that maps
 // Baton error codes to JSON-RPC error codes.
 //
-// It depends only on the standard library and the root package, so the
-// server and tools can share it.
+// It depends only on the standard library, the root package and
+// internal/rawjson, so the server and tools can share it.
 package wire
 
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // JSON-RPC error codes Baton emits.
@@ -57,7 +59,7 @@ func (e *Error) Error() string { return e.Message }
 // to echo, and a notification gets no error frame at all.
 func Parse(body []byte) (*Request, *Error) {
 	body = bytes.TrimSpace(body)
-	if !json.Valid(body) {
+	if !rawjson.Valid(body) {
 		return nil, &Error{CodeParseError, "Parse error"}
 	}
 	switch body[0] {
@@ -67,36 +69,62 @@ func Parse(body []byte) (*Request, *Error) {
 	default:
 		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
-	}
+	// Members are read as a map would take them: keys unescaped, the last
+	// of duplicates winning. The raw values point into body.
 	r := &Request{Params: json.RawMessage(`{}`)}
-	if id, ok := m["id"]; ok {
-		r.ID = id
-	}
-	var version string
-	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+	var version, method, params []byte
+	var key []byte
+	_ = rawjson.EachMember(body, func(k, val []byte) {
+		key = memberKey(key[:0], k)
+		switch string(key) {
+		case "id":
+			r.ID = val
+		case "jsonrpc":
+			version = val
+		case "method":
+			method = val
+		case "params":
+			params = val
+		}
+	})
+	if v, ok := rawjson.AppendUnquoted(nil, version); !ok || string(v) != "2.0" {
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
 	}
-	if json.Unmarshal(m["method"], &r.Method) != nil || m["method"] == nil {
+	switch {
+	case method == nil || method[0] != '"' && string(method) != "null":
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
+	case method[0] == '"':
+		m, _ := rawjson.AppendUnquoted(nil, method)
+		r.Method = string(m)
 	}
-	if p, ok := m["params"]; ok {
-		r.Params = p
+	if params != nil {
+		r.Params = params
 	}
 	return r, nil
 }
 
+// memberKey appends the text of a raw object key (between its quotes).
+func memberKey(dst, raw []byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return append(dst, raw...)
+	}
+	dst, _ = rawjson.AppendUnescaped(dst, raw)
+	return dst
+}
+
 // Param returns the raw value of key in params, or nil when params is not
 // an object or lacks the key. Params of any JSON type are accepted and
-// looked up by key (spec-client §4.1).
+// looked up by key (spec-client §4.1). Params come from Parse, so they
+// are valid JSON; a duplicate key's last value counts.
 func Param(params json.RawMessage, key string) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil {
-		return nil
-	}
-	return m[key]
+	var found json.RawMessage
+	var buf []byte
+	_ = rawjson.EachMember(params, func(k, val []byte) {
+		if buf = memberKey(buf[:0], k); string(buf) == key {
+			found = val
+		}
+	})
+	return found
 }
 
 // codes maps Baton error codes to JSON-RPC codes: the one table of this

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -313,4 +314,86 @@ func TestFramesStayOnOneLine(t *testing.T) {
 	if got := AppendEventView(nil, &baton.Event{Payload: plain}); !bytes.Contains(got, plain) {
 		t.Errorf("a value without line breaks was rewritten: %s", got)
 	}
+}
+
+// refParse and refParam are Parse and Param as they were written on
+// encoding/json: the specification the raw walkers must match.
+func refParse(body []byte) (*Request, *Error) {
+	body = bytes.TrimSpace(body)
+	if !json.Valid(body) {
+		return nil, &Error{CodeParseError, "Parse error"}
+	}
+	switch body[0] {
+	case '[':
+		return nil, &Error{CodeInvalidRequest, "Invalid Request: batch requests are not supported"}
+	case '{':
+	default:
+		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, &Error{CodeInvalidRequest, "Invalid Request"}
+	}
+	r := &Request{Params: json.RawMessage(`{}`)}
+	if id, ok := m["id"]; ok {
+		r.ID = id
+	}
+	var version string
+	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+		return r, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
+	}
+	if json.Unmarshal(m["method"], &r.Method) != nil || m["method"] == nil {
+		return r, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
+	}
+	if p, ok := m["params"]; ok {
+		r.Params = p
+	}
+	return r, nil
+}
+
+func refParam(params json.RawMessage, key string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil {
+		return nil
+	}
+	return m[key]
+}
+
+// FuzzParseMatchesEncodingJSON checks Parse and Param against their
+// encoding/json reference on arbitrary bodies.
+func FuzzParseMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"session.sendMessage","params":{"message":{"role":"user","content":"hi"},"stream_deltas":true}}`,
+		`{"jsonrpc":"2.0","method":"session.subscribe"}`,
+		`{"jsonrpc":"2.0","id":"a","method":null,"params":null}`,
+		`{"jsonrpc":"2\u002e0","id":null,"m\u0065thod":"x","method":"y","params":[1,2]}`,
+		`{"jsonrpc":2.0,"method":"m"}`, `{"method":5,"jsonrpc":"2.0"}`, `{"jsonrpc":"2.0","method":"m","params":{"message":1,"message":2}}`,
+		` {"jsonrpc" : "2.0" , "id" : [1] , "method" : "m" , "params" : { "stream_deltas" : false } } `,
+		"{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"mess\xffage\":1,\"message\\ud800\":2}}",
+		`[]`, `"x"`, `{`, `{"id":null}`, ``,
+	} {
+		f.Add([]byte(s), "message")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, key string) {
+		r, e := Parse(body)
+		wr, we := refParse(body)
+		if diff := cmp.Diff(we, e); diff != "" {
+			t.Fatalf("error (-want +got):\n%s", diff)
+		}
+		if (r == nil) != (wr == nil) {
+			t.Fatalf("request %+v, want %+v", r, wr)
+		}
+		if r == nil {
+			return
+		}
+		if r.Method != wr.Method || !bytes.Equal(r.ID, wr.ID) || (r.ID == nil) != (wr.ID == nil) || !bytes.Equal(r.Params, wr.Params) {
+			t.Fatalf("request %q %s %s, want %q %s %s", r.Method, r.ID, r.Params, wr.Method, wr.ID, wr.Params)
+		}
+		for _, k := range []string{key, "message", "stream_deltas", "tools"} {
+			got, want := Param(r.Params, k), refParam(r.Params, k)
+			if !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+				t.Fatalf("Param(%s, %q) = %s, want %s", r.Params, k, got, want)
+			}
+		}
+	})
 }
