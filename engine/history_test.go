@@ -94,3 +94,35 @@ func TestRequestPayloadMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("empty payload invalid: %s", got)
 	}
 }
+
+// refResponsePayload is responsePayload as encoding/json writes it.
+func refResponsePayload(attempt int, kind, provider string, resp *baton.ProviderResponse) json.RawMessage {
+	payload := map[string]any{
+		"attempt": attempt, "kind": kind, "provider": provider, "ok": true, "status": 200,
+		"body": resp.Body, "content": resp.Content,
+	}
+	if resp.Usage != nil {
+		payload["usage"] = resp.Usage
+	}
+	return baton.MarshalJSON(payload)
+}
+
+// FuzzResponsePayload: the appended provider.response payload is what
+// encoding/json would produce, for any reply bytes.
+func FuzzResponsePayload(f *testing.F) {
+	f.Add(`{"id":"msg_1","content":[{"type":"text","text":"a <b> & \u2028"}],"usage":{"input_tokens":1}}`,
+		`[{"type":"text","text":"a <b> & \u2028"}]`, "primary", "anthropic", 0, true)
+	f.Add("{ \"x\" : [ 1 , 2 ]\n}", `[ ]`, "fallback", "open\"ai", 3, false)
+	f.Add(`{`, `[]`, "primary", "p", 1, true)
+	f.Add(``, `null`, "é", "p", 2, false)
+	f.Fuzz(func(t *testing.T, body, content, kind, provider string, attempt int, usage bool) {
+		resp := &baton.ProviderResponse{Body: json.RawMessage(body), Content: json.RawMessage(content)}
+		if usage {
+			resp.Usage = &baton.Usage{InputTokens: attempt * 7, OutputTokens: 2}
+		}
+		got := responsePayload(attempt, kind, provider, resp)
+		if want := refResponsePayload(attempt, kind, provider, resp); string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+}

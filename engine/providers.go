@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // callProviders walks the profile's provider chain for one iteration
@@ -104,14 +105,8 @@ func (tc *turnCtx) walk(chain []*baton.ProviderEntry, req *baton.ProviderRequest
 			r.Model, r.MaxTokens = entry.Model, n
 			resp, perr := tc.callOne(entry, &r)
 			if perr == nil {
-				payload := map[string]any{
-					"attempt": attempt, "kind": kind, "provider": entry.Provider, "ok": true, "status": 200,
-					"body": resp.Body, "content": resp.Content,
-				}
-				if resp.Usage != nil {
-					payload["usage"] = resp.Usage
-				}
-				tc.hold(baton.NewEvent(id, actor, baton.EventProviderResp, payload))
+				tc.hold(&baton.Event{SessionID: id, ClientKeyID: actor, Type: baton.EventProviderResp,
+					Payload: responsePayload(attempt, kind, entry.Provider, resp)})
 				return resp, attempt + 1, nil
 			}
 			var status, body any
@@ -208,6 +203,42 @@ func (tc *turnCtx) backoff(try int, retryAfter time.Duration) bool {
 
 // maxRetryWait caps one wait between retries, whatever Retry-After says.
 const maxRetryWait = 30 * time.Second
+
+// responsePayload builds the provider.response payload of a successful
+// call as encoding/json would (keys sorted, the reply's JSON compacted),
+// by appending: it is made on every model call.
+func responsePayload(attempt int, kind, provider string, resp *baton.ProviderResponse) json.RawMessage {
+	if !rawjson.Valid(resp.Body) || !rawjson.Valid(resp.Content) {
+		payload := map[string]any{ // not JSON: encoding/json decides (it gives {})
+			"attempt": attempt, "kind": kind, "provider": provider, "ok": true, "status": 200,
+			"body": resp.Body, "content": resp.Content,
+		}
+		if resp.Usage != nil {
+			payload["usage"] = resp.Usage
+		}
+		return baton.MarshalJSON(payload)
+	}
+	b := make([]byte, 0, 160+len(resp.Body)+len(resp.Content))
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b = append(b, `,"body":`...)
+	b = rawjson.AppendCompact(b, resp.Body, false)
+	b = append(b, `,"content":`...)
+	b = rawjson.AppendCompact(b, resp.Content, false)
+	b = append(b, `,"kind":`...)
+	b = baton.AppendString(b, kind)
+	b = append(b, `,"ok":true,"provider":`...)
+	b = baton.AppendString(b, provider)
+	b = append(b, `,"status":200`...)
+	if u := resp.Usage; u != nil {
+		b = append(b, `,"usage":{"input_tokens":`...)
+		b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
 
 // requestPayload builds a provider.request payload. It carries the whole
 // history (as BAE logs it), so it is appended directly — the message
