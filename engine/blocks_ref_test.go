@@ -21,26 +21,6 @@ func refBlocks(content json.RawMessage) ([]block, bool) {
 	return out, true
 }
 
-// refToolUses is toolUses on refBlocks.
-func refToolUses(content json.RawMessage) []toolUse {
-	bs, _ := refBlocks(content)
-	var out []toolUse
-	for _, b := range bs {
-		if b.Type != "tool_use" || b.Name == "" {
-			continue
-		}
-		tu := toolUse{Name: b.Name, Input: b.Input}
-		if b.ID != nil {
-			tu.ID = *b.ID
-		}
-		if len(tu.Input) == 0 || string(tu.Input) == "null" {
-			tu.Input = json.RawMessage(`{}`)
-		}
-		out = append(out, tu)
-	}
-	return out
-}
-
 // refSetKey is setKey through a map[string]json.RawMessage.
 func refSetKey(obj json.RawMessage, key string, value any) json.RawMessage {
 	var m map[string]json.RawMessage
@@ -80,17 +60,6 @@ func refMapToolUses(content json.RawMessage, f func(b block) json.RawMessage) js
 	}
 	raw, _ := json.Marshal(out)
 	return raw
-}
-
-// refHasDispatch is hasDispatch on refBlocks.
-func refHasDispatch(content json.RawMessage) bool {
-	bs, _ := refBlocks(content)
-	for _, b := range bs {
-		if b.Type == "tool_use" && b.Dispatch != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // refConcatContent is concatContent through json.Marshal.

@@ -104,16 +104,10 @@ func checkBlocks(t *testing.T, content []byte) {
 			}
 		}
 	}
-	if d := cmp.Diff(refToolUses(content), toolUses(content)); d != "" {
-		t.Fatalf("toolUses(%q) (-reference +new):\n%s", content, d)
-	}
-	if got, want := hasDispatch(content), refHasDispatch(content); got != want {
-		t.Fatalf("hasDispatch(%q) = %v, reference %v", content, got, want)
-	}
 }
 
-// FuzzBlocks compares blocks (and toolUses, hasDispatch) with the
-// encoding/json reference on arbitrary input.
+// FuzzBlocks compares blocks with the encoding/json reference on
+// arbitrary input (toolUses and hasDispatch only read what it returns).
 func FuzzBlocks(f *testing.F) {
 	for _, s := range blockSeeds {
 		f.Add([]byte(s))

@@ -30,19 +30,7 @@ func (c *clock) add(d time.Duration) {
 // its stream ends when it is swept.
 func TestClientSweep(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Options{URL: filepath.Join(t.TempDir(), "b.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p := &baton.Profile{Name: "p", PrimaryProvider: "x"}
-	if err := db.CreateProfile(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	s := &baton.Session{ProfileID: p.ID, ClientKeyID: "key_1"}
-	if err := db.CreateSession(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
+	db, s := storeWithSession(t, store.Options{})
 	clk := &clock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	e := engine.New(engine.Options{Store: db, Clients: db, ClientSweep: -1, Now: clk.now})
 	defer e.Close()
@@ -103,4 +91,27 @@ func TestClientSweep(t *testing.T) {
 	if len(evs) != 1 || string(evs[0].Payload) != `{"client_id":"`+c.ID+`","reason":"ttl"}` {
 		t.Errorf("expire events %v", evs)
 	}
+}
+
+// storeWithSession opens a store in a temp dir with o (URL set here) and
+// creates one session on a profile, for client key "key_1". The store is
+// closed when the test ends.
+func storeWithSession(t *testing.T, o store.Options) (*store.DB, *baton.Session) {
+	t.Helper()
+	ctx := context.Background()
+	o.URL = filepath.Join(t.TempDir(), "b.db")
+	db, err := store.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p := &baton.Profile{Name: "p", PrimaryProvider: "x"}
+	if err := db.CreateProfile(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s := &baton.Session{ProfileID: p.ID, ClientKeyID: "key_1"}
+	if err := db.CreateSession(ctx, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	return db, s
 }

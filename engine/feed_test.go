@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/baton-engine/baton"
@@ -17,23 +16,11 @@ import (
 func TestSubscribePoll(t *testing.T) {
 	ctx := context.Background()
 	feed := hub.New(0)
-	db, err := store.Open(ctx, store.Options{URL: filepath.Join(t.TempDir(), "b.db"), OnCommit: func(evs []*baton.Event) {
+	db, s := storeWithSession(t, store.Options{OnCommit: func(evs []*baton.Event) {
 		for _, ev := range evs {
 			feed.Publish(baton.Notice{Event: ev})
 		}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p := &baton.Profile{Name: "p", PrimaryProvider: "x"}
-	if err := db.CreateProfile(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	s := &baton.Session{ProfileID: p.ID, ClientKeyID: "key_1"}
-	if err := db.CreateSession(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
 	e := engine.New(engine.Options{Store: db, Hub: feed, ClientSweep: -1})
 	defer e.Close()
 	add := func(typ string) *baton.Event {
