@@ -14,69 +14,6 @@ type Message struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// AppendMessages appends msgs to b as a JSON array of {"role","content"}
-// objects, as encoding/json would write them but without re-validating
-// each content: every Message Baton builds or decodes holds valid JSON, and
-// a conversation is re-sent whole on every model call. An empty content is
-// written as null.
-func AppendMessages(b []byte, msgs []Message) []byte {
-	b = append(b, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"role":`...)
-		b = AppendString(b, m.Role)
-		b = append(b, `,"content":`...)
-		if len(m.Content) == 0 {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, m.Content...)
-		}
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
-// EncodedSize is about how many bytes AppendMessages and AppendRaw write
-// for msgs and tools: the capacity to give a request body up front.
-func EncodedSize(msgs []Message, tools []json.RawMessage) int {
-	n := 0
-	for _, m := range msgs {
-		n += len(m.Content) + 32
-	}
-	for _, t := range tools {
-		n += len(t) + 1
-	}
-	return n
-}
-
-// AppendRaw appends vals to b as a JSON array; like AppendMessages, it
-// trusts each value to be valid JSON.
-func AppendRaw(b []byte, vals []json.RawMessage) []byte {
-	b = append(b, '[')
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, v...)
-	}
-	return append(b, ']')
-}
-
-// AppendString appends s to b as a JSON string, escaped as EncodeJSON
-// escapes it (no HTML escaping).
-func AppendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-			return append(b, MarshalJSON(s)...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
 // ProviderRequest is one model call. Messages and Tools are already in
 // canonical form with Baton's dispatch tags stripped.
 type ProviderRequest struct {

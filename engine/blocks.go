@@ -398,10 +398,10 @@ func setKey(obj json.RawMessage, key string, value any) json.RawMessage {
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
-			out = rawjson.AppendString(out, key, rawjson.Marshal)
+			out = rawjson.AppendString(out, key, true)
 			out = append(out, ':')
 			if isString {
-				out = rawjson.AppendString(out, s, rawjson.Marshal)
+				out = rawjson.AppendString(out, s, true)
 			} else {
 				out = rawjson.AppendCompact(out, val, true)
 			}
@@ -415,7 +415,7 @@ func setKey(obj json.RawMessage, key string, value any) json.RawMessage {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = rawjson.AppendString(out, ms[j].key, rawjson.Marshal)
+		out = rawjson.AppendString(out, ms[j].key, true)
 		out = append(out, ':')
 		out = rawjson.AppendCompact(out, ms[j].val, true)
 	}
@@ -489,7 +489,7 @@ func concatContent(a, b json.RawMessage) json.RawMessage {
 		if len(text) > 0 {
 			sep()
 			out = append(out, `{"text":`...)
-			out = rawjson.AppendString(out, text, rawjson.Marshal)
+			out = rawjson.AppendString(out, text, true)
 			out = append(out, `,"type":"text"}`...)
 		}
 	}

@@ -83,15 +83,6 @@ func nullStringPtr(s *string) sql.NullString {
 	return sql.NullString{String: *s, Valid: true}
 }
 
-// payloadText is the stored form of an event payload; an empty payload is
-// stored as an empty object.
-func payloadText(p json.RawMessage) string {
-	if len(p) == 0 {
-		return "{}"
-	}
-	return string(p)
-}
-
 // encodeStrings stores a string list; nil is stored as [].
 func encodeStrings(v []string) (string, error) {
 	if v == nil {

@@ -575,15 +575,15 @@ func (t *wtx) append(e *baton.Event) error {
 	return nil
 }
 
-// payloadArg is payloadText without the copy: the string shares the
-// payload's bytes, and both drivers copy an argument before the statement
-// returns. The bytes must not change until the append is committed, which
-// the copy never guaranteed either: it too was made by the writer, at
-// insert time. A provider.request payload carries the whole conversation;
-// copying it on every append was half the writer's allocation.
+// payloadArg is the stored form of an event payload (an empty one is
+// stored as an empty object), sharing the payload's bytes: both drivers
+// copy an argument before the statement returns, and the bytes must not
+// change until the append is committed. A provider.request payload
+// carries the whole conversation; copying it on every append was half the
+// writer's allocation.
 func payloadArg(p json.RawMessage) string {
 	if len(p) == 0 {
-		return payloadText(p)
+		return "{}"
 	}
 	return unsafe.String(unsafe.SliceData(p), len(p))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // Events go out as EventView objects (spec-client §2.5):
@@ -24,17 +25,17 @@ func AppendEventNotification(dst []byte, ev *baton.Event) []byte {
 // copied as stored: the store only holds valid JSON.
 func AppendEventView(dst []byte, ev *baton.Event) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = baton.AppendString(dst, ev.ID)
+	dst = rawjson.AppendString(dst, ev.ID, false)
 	dst = append(dst, `,"session_id":`...)
-	dst = baton.AppendString(dst, ev.SessionID)
+	dst = rawjson.AppendString(dst, ev.SessionID, false)
 	dst = append(dst, `,"client_key_id":`...)
 	if ev.ClientKeyID == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = baton.AppendString(dst, ev.ClientKeyID)
+		dst = rawjson.AppendString(dst, ev.ClientKeyID, false)
 	}
 	dst = append(dst, `,"event_type":`...)
-	dst = baton.AppendString(dst, ev.Type)
+	dst = rawjson.AppendString(dst, ev.Type, false)
 	dst = append(dst, `,"payload":`...)
 	if len(ev.Payload) == 0 {
 		dst = append(dst, "{}"...)
@@ -53,7 +54,7 @@ func AppendTurnResult(dst []byte, id json.RawMessage, msg baton.Message, events 
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, nullID(id)...)
 	dst = append(dst, `,"result":{"message":{"role":`...)
-	dst = baton.AppendString(dst, msg.Role)
+	dst = rawjson.AppendString(dst, msg.Role, false)
 	dst = append(dst, `,"content":`...)
 	if len(msg.Content) == 0 {
 		dst = append(dst, "null"...)
@@ -93,7 +94,7 @@ func AppendEventPage(dst []byte, events []*baton.Event, next string) []byte {
 	if next == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = baton.AppendString(dst, next)
+		dst = rawjson.AppendString(dst, next, false)
 	}
 	return append(dst, '}')
 }

@@ -3,7 +3,9 @@
 // byte slices of the input, skips values, decodes and encodes strings, and
 // validates and compacts JSON text, with encoding/json's exact rules where
 // they matter (validity, string escapes, U+FFFD for invalid UTF-8 and lone
-// surrogates, HTML escaping).
+// surrogates, HTML escaping). It also appends a conversation's messages
+// (baton.Message) as request bodies and provider.request payloads carry
+// them. It is Baton's one JSON string encoder.
 //
 // Nothing here uses reflection or allocates beyond the bytes it appends.
 // The walkers (EachMember, EachElement, SkipValue, SkipString) trust their

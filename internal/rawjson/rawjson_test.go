@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-engine/baton"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -160,22 +161,11 @@ func marshalString(t testing.TB, s string, html bool) []byte {
 
 func TestAppendString(t *testing.T) {
 	for _, s := range []string{"", "plain", "q\"b\\s", "ctl\x00\x01\x1f\b\f\n\r\t\x7f", "<&>", "é😀\u2028\u2029", "bad\xff\xfeutf8", "\xed\xa0\x80"} {
-		if got, want := AppendString([]byte("x"), s, Marshal), append([]byte("x"), marshalString(t, s, true)...); !bytes.Equal(got, want) {
-			t.Errorf("AppendString(%q, Marshal) = %s, want %s", s, got, want)
+		if got, want := AppendString([]byte("x"), s, true), append([]byte("x"), marshalString(t, s, true)...); !bytes.Equal(got, want) {
+			t.Errorf("AppendString(%q, true) = %s, want %s", s, got, want)
 		}
-		if got, want := AppendString(nil, []byte(s), Marshal), marshalString(t, s, true); !bytes.Equal(got, want) {
-			t.Errorf("AppendString([]byte(%q), Marshal) = %s, want %s", s, got, want)
-		}
-	}
-	minimal := []struct{ in, want string }{
-		{"plain <&>", `"plain <&>"`},
-		{"q\"b\\s", `"q\"b\\s"`},
-		{"\x00\b\f\n\r\t\x1f\x7f", `"\u0000\u0008\u000c\n\r\t\u001f` + "\x7f" + `"`},
-		{"é\u2028\xff", `"é` + "\u2028\ufffd" + `"`},
-	}
-	for _, tt := range minimal {
-		if got := AppendString([]byte("x"), tt.in, Minimal); string(got) != "x"+tt.want {
-			t.Errorf("AppendString(%q, Minimal) = %s, want x%s", tt.in, got, tt.want)
+		if got, want := AppendString(nil, []byte(s), false), marshalString(t, s, false); !bytes.Equal(got, want) {
+			t.Errorf("AppendString([]byte(%q), false) = %s, want %s", s, got, want)
 		}
 	}
 }
@@ -225,4 +215,28 @@ func BenchmarkValid(b *testing.B) {
 			}
 		}
 	})
+}
+
+// AppendMessages writes what baton.EncodeJSON writes for the same
+// messages; AppendRaw joins values as they are.
+func TestAppendMessagesMatchesEncodeJSON(t *testing.T) {
+	msgs := []baton.Message{
+		{Role: "user", Content: json.RawMessage(`"hi"`)},
+		{Role: "assistant", Content: json.RawMessage(`[{"type":"text","text":"a<b>&c"}]`)},
+		{Role: "we\"ird\\\n\u2028é<\b\xff", Content: nil},
+	}
+	want, err := baton.EncodeJSON(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AppendMessages(nil, msgs); string(got) != string(want) {
+		t.Errorf("AppendMessages = %s\nwant           %s", got, want)
+	}
+	if got := AppendMessages([]byte("x"), nil); string(got) != "x[]" {
+		t.Errorf("AppendMessages(nil) = %s, want x[]", got)
+	}
+	raws := []json.RawMessage{json.RawMessage(`{"a":1}`), json.RawMessage(`2`)}
+	if got := AppendRaw(nil, raws); string(got) != `[{"a":1},2]` {
+		t.Errorf("AppendRaw = %s", got)
+	}
 }

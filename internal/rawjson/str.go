@@ -110,26 +110,13 @@ func appendValid(dst, s []byte) []byte {
 	return dst
 }
 
-// Escaping is how AppendString escapes a string.
-type Escaping uint8
-
-const (
-	// Minimal escapes only what JSON requires: " and \ and the control
-	// bytes (\n, \r and \t in short form, the others as \u00XX); a byte of
-	// invalid UTF-8 becomes the character U+FFFD.
-	Minimal Escaping = iota
-	// Marshal escapes byte for byte as json.Marshal does: Minimal, plus \b
-	// and \f in short form, \ufffd for invalid UTF-8, \u2028 and \u2029
-	// for the line and paragraph separators, and \u003c, \u003e and \u0026
-	// for <, > and &.
-	Marshal
-)
-
-// AppendString appends s to dst as a JSON string literal, escaped as esc
-// says.
-func AppendString[T string | []byte](dst []byte, s T, esc Escaping) []byte {
+// AppendString appends s to dst as a JSON string literal, byte for byte
+// as encoding/json writes it: \b, \f, \n, \r and \t in short form, other
+// control bytes as \u00XX, \ufffd for a byte of invalid UTF-8, \u2028
+// and \u2029 escaped, and, when html (json.Marshal's default), <, > and &
+// as \u003c, \u003e and \u0026.
+func AppendString[T string | []byte](dst []byte, s T, html bool) []byte {
 	const hex = "0123456789abcdef"
-	html := esc == Marshal
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -149,9 +136,9 @@ func AppendString[T string | []byte](dst []byte, s T, esc Escaping) []byte {
 				dst = append(dst, '\\', 'r')
 			case c == '\t':
 				dst = append(dst, '\\', 't')
-			case c == '\b' && html:
+			case c == '\b':
 				dst = append(dst, '\\', 'b')
-			case c == '\f' && html:
+			case c == '\f':
 				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
@@ -166,12 +153,8 @@ func AppendString[T string | []byte](dst []byte, s T, esc Escaping) []byte {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			dst = append(dst, s[start:i]...)
-			if html {
-				dst = append(dst, `\ufffd`...)
-			} else {
-				dst = append(dst, "\ufffd"...)
-			}
-		case html && (r == '\u2028' || r == '\u2029'):
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
 		default:

@@ -30,6 +30,7 @@ import (
 	"strconv"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 	"github.com/baton-engine/baton/provider"
 	"github.com/baton-engine/baton/provider/sse"
 )
@@ -91,19 +92,19 @@ func encode(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]byte, err
 	if maxTokens <= 0 {
 		maxTokens = defaultMaxTokens
 	}
-	b := make([]byte, 0, 128+len(model)+len(req.System)+baton.EncodedSize(req.Messages, req.Tools))
+	b := make([]byte, 0, 128+len(model)+len(req.System)+rawjson.EncodedSize(req.Messages, req.Tools))
 	b = append(b, `{"model":`...)
-	b = baton.AppendString(b, model)
+	b = rawjson.AppendString(b, model, false)
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(maxTokens), 10)
 	if req.System != "" {
 		b = append(b, `,"system":`...)
-		b = baton.AppendString(b, req.System)
+		b = rawjson.AppendString(b, req.System, false)
 	}
 	b = append(b, `,"messages":`...)
-	b = baton.AppendMessages(b, req.Messages)
+	b = rawjson.AppendMessages(b, req.Messages)
 	b = append(b, `,"tools":`...)
-	b = baton.AppendRaw(b, req.Tools)
+	b = rawjson.AppendRaw(b, req.Tools)
 	b = append(b, `,"stream":true}`...)
 	return b, nil
 }

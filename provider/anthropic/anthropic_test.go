@@ -211,7 +211,7 @@ func TestStreamBlocks(t *testing.T) {
 				`{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x"}}}`,
 				`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"\n\u00e9\u2028"}}`,
 			},
-			content: `[{"type":"thinking","thinking":"Hmm, ok.","signature":"c2ln"},{"type":"text","text":"A\n` + "é\u2028" + `","citations":[{"type":"char_location","cited_text":"x"}]}]`,
+			content: `[{"type":"thinking","thinking":"Hmm, ok.","signature":"c2ln"},{"type":"text","text":"A\né\u2028","citations":[{"type":"char_location","cited_text":"x"}]}]`,
 		},
 		{
 			name: "unknown blocks, deltas and events pass through",

@@ -58,7 +58,7 @@ func appendPatched(dst, obj []byte, set []member) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = rawjson.AppendString(dst, m.Key, rawjson.Minimal)
+		dst = rawjson.AppendString(dst, m.Key, false)
 		dst = append(dst, ':')
 		dst = append(dst, m.Val...)
 	}

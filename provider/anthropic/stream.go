@@ -340,9 +340,9 @@ func (a *assembler) appendBlock(dst []byte, b *block) ([]byte, error) {
 			_ = json.Unmarshal(old, &prefix)
 		}
 		if prefix == "" {
-			v = rawjson.AppendString(v, delta, rawjson.Minimal)
+			v = rawjson.AppendString(v, delta, false)
 		} else {
-			v = rawjson.AppendString(v, prefix+string(delta), rawjson.Minimal)
+			v = rawjson.AppendString(v, prefix+string(delta), false)
 		}
 		set[n] = member{key, v}
 		n++
