@@ -239,8 +239,12 @@ func TestProcessNoNetwork(t *testing.T) {
 		t.Error("the host listener got a connection from the sandbox")
 	}
 	// The sandbox's own loopback works.
-	// (It polls until the listener is up, however long that takes.)
-	res = run(t, p, id, "nc -l -p 7000 > /tmp/got & until echo ping | nc 127.0.0.1 7000 2>/dev/null; do :; done; wait; cat /tmp/got")
+	// It polls until the listener is up, however long that takes. The
+	// listener reads a FIFO it holds open itself, so its input never
+	// ends: busybox nc half-closes on end of input, and a client that
+	// saw that before its own "ping" was piped in would leave without
+	// sending it.
+	res = run(t, p, id, "mkfifo /tmp/in; nc -l -p 7000 <>/tmp/in >/tmp/got & until echo ping | nc 127.0.0.1 7000 2>/dev/null; do :; done; wait; cat /tmp/got")
 	if res.Stdout != "ping\n" {
 		t.Errorf("loopback inside: %+v", res)
 	}
