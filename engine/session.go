@@ -146,7 +146,6 @@ func (e *Engine) audit(ctx context.Context, clientKey *baton.Key, req *baton.Ope
 		SandboxTools:  map[string][]baton.ToolDef{},
 		SubagentTools: map[string][]baton.SubagentToolDef{},
 		CreatedAt:     now,
-		ClosedAt:      &now,
 	}
 	ev := baton.NewEvent(s.ID, clientKey.ID, baton.EventSessionError, payload)
 	if err := e.store.CreateSession(ctx, s, nil, ev); err != nil {

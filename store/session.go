@@ -68,8 +68,9 @@ func errNoSession(id string) error { return baton.Errorf(baton.ECodeNotFound, "n
 
 // CreateSession inserts s, the session key (nil for failed-open audit rows)
 // and events in one transaction. Empty ID, State and CreatedAt are filled
-// (new id, open, now), as is ClosedAt (CreatedAt) of a session created in a
-// terminal state; events get s.ID as their session.
+// (new id, open, now); events get s.ID as their session. ClosedAt is stored
+// as given: a failed-open audit row (state error) has none, as in BAE, since
+// it was never open.
 func (db *DB) CreateSession(ctx context.Context, s *baton.Session, key *baton.Key, events ...*baton.Event) error {
 	if s.ID == "" {
 		s.ID = baton.NewID(baton.PrefixSession)
@@ -82,10 +83,6 @@ func (db *DB) CreateSession(ctx context.Context, s *baton.Session, key *baton.Ke
 	}
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = baton.Now()
-	}
-	if s.State != baton.StateOpen && s.ClosedAt == nil {
-		at := s.CreatedAt
-		s.ClosedAt = &at // terminal sessions always have a close time
 	}
 	d, err := encodeDeclarations(s.ClientTools, s.SandboxTools, s.SubagentTools)
 	if err != nil {

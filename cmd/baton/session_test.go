@@ -187,6 +187,9 @@ func TestOpenAndJoinChecks(t *testing.T) {
 		t.Fatalf("audit rows: %s", r.body)
 	}
 	audit := items[0].(map[string]any)
+	if v, ok := audit["closed_at"]; !ok || v != nil { // never open, so never closed (as BAE)
+		t.Errorf("audit row closed_at = %v (present %v), want null", v, ok)
+	}
 	r = s.admin("GET", "/admin/v1/sessions/"+audit["id"].(string)+"/events", nil)
 	evs := r.json(t)["items"].([]any)
 	if len(evs) != 1 {
