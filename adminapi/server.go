@@ -56,7 +56,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: log}
 	mux := http.NewServeMux()
 	s.routes(mux)
-	s.handler = httpx.AccessLog(log, httpx.Routes(mux))
+	s.handler = httpx.AccessLog(log, s.authenticated(httpx.Routes(mux)))
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
 	return s
 }
@@ -86,7 +86,7 @@ func CheckAddr(addr string) error {
 	if err != nil {
 		return fmt.Errorf("admin address %q: the host must be an IP address", addr)
 	}
-	if !ip.Unmap().IsLoopback() {
+	if ip.Is4In6() || !ip.IsLoopback() { // as BAE, ::ffff:127.0.0.1 is not loopback
 		return fmt.Errorf("admin address %s is not a loopback address; the admin port only listens on 127.0.0.0/8 or ::1", addr)
 	}
 	return nil
@@ -115,20 +115,21 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.executorRoutes(mux)
 }
 
-// handle registers h under pattern behind the admin authentication and
-// the shared error rendering.
+// handle registers h under pattern with the shared error rendering.
 func (s *Server) handle(mux *http.ServeMux, pattern string, h httpx.HandlerFunc) {
-	mux.Handle(pattern, httpx.Handle(s.log, s.authenticated(h)))
+	mux.Handle(pattern, httpx.Handle(s.log, h))
 }
 
-// authenticated checks the admin bearer token before h runs (spec-admin
-// §1): a bad header or an unknown token is 401; a lookup failure is 500
-// "admin authentication failed".
-func (s *Server) authenticated(h httpx.HandlerFunc) httpx.HandlerFunc {
+// authenticated checks the admin bearer token before next runs (spec-admin
+// §1), for every request, as BAE's router-wide layer does: without a valid
+// token an unknown path or a wrong method is 401 too, not 404 or 405. A bad
+// header or an unknown token is 401; a lookup failure is 500 "admin
+// authentication failed".
+func (s *Server) authenticated(next http.Handler) http.Handler {
 	if s.opts.Auth == nil {
-		return h
+		return next
 	}
-	return func(w http.ResponseWriter, r *http.Request) error {
+	return httpx.Handle(s.log, func(w http.ResponseWriter, r *http.Request) error {
 		token, err := httpx.Bearer(r)
 		if err != nil {
 			return err
@@ -140,8 +141,9 @@ func (s *Server) authenticated(h httpx.HandlerFunc) httpx.HandlerFunc {
 			httpx.WriteInternal(w, r, s.log, err, "admin authentication failed")
 			return nil
 		}
-		return h(w, r)
-	}
+		next.ServeHTTP(w, r)
+		return nil
+	})
 }
 
 // readBody reads a JSON request body and decodes it as an object.

@@ -19,20 +19,21 @@ type sessionView struct {
 }
 
 // listSessions is GET /admin/v1/sessions?state=… (spec-admin §2.3),
-// including the error-state audit rows of failed opens. The state filter
-// is checked before the limit.
+// including the error-state audit rows of failed opens. The limit is checked
+// before the state filter, as in BAE (the cursor, which the store decodes,
+// after it).
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q, err := httpx.ParsePageQuery(r)
+	if err != nil {
+		return err
+	}
+	page, err := q.Page()
 	if err != nil {
 		return err
 	}
 	state := baton.SessionState(q.Get("state"))
 	if state != "" && !state.Valid() {
 		return baton.Errorf(baton.ECodeBadRequest, "invalid state filter %q; expected one of open, closed, error", string(state))
-	}
-	page, err := q.Page()
-	if err != nil {
-		return err
 	}
 	items, next, err := s.opts.Store.ListSessions(r.Context(), state, page)
 	if err != nil {

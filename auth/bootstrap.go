@@ -40,9 +40,9 @@ type BootstrapOptions struct {
 
 // hashFile is the JSON of BAE_ADMIN_KEY_HASH_FILE.
 type hashFile struct {
-	KeyHash *string `json:"key_hash"`
-	Prefix  *string `json:"prefix"`
-	Name    *string `json:"name"`
+	KeyHash *string         `json:"key_hash"`
+	Prefix  *string         `json:"prefix"`
+	Name    json.RawMessage `json:"name"` // absent: ProvisionedKeyName; null is an error
 }
 
 // Bootstrap makes sure the admin port has a credential, as spec-admin §1.1
@@ -110,18 +110,22 @@ func ingest(ctx context.Context, keys baton.KeyStore, path string, data []byte) 
 	if err := json.Unmarshal(data, &hf); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBadHashFile, path, err)
 	}
-	if hf.KeyHash == nil || *hf.KeyHash == "" {
+	// As BAE: blank counts as empty, and a name, when present, is a string
+	// kept as written ("" included).
+	if hf.KeyHash == nil || strings.TrimSpace(*hf.KeyHash) == "" {
 		return fmt.Errorf("%w: %s: key_hash is missing or empty", ErrBadHashFile, path)
 	}
-	if hf.Prefix == nil || *hf.Prefix == "" {
+	if hf.Prefix == nil || strings.TrimSpace(*hf.Prefix) == "" {
 		return fmt.Errorf("%w: %s: prefix is missing or empty", ErrBadHashFile, path)
+	}
+	name := ProvisionedKeyName
+	if hf.Name != nil {
+		if string(hf.Name) == "null" || json.Unmarshal(hf.Name, &name) != nil {
+			return fmt.Errorf("%w: %s: name must be a string", ErrBadHashFile, path)
+		}
 	}
 	if _, err := parsePHC(*hf.KeyHash); err != nil {
 		return fmt.Errorf("%w: %s: key_hash is not an Argon2id PHC string: %v", ErrBadHashFile, path, err)
-	}
-	name := ProvisionedKeyName
-	if hf.Name != nil && strings.TrimSpace(*hf.Name) != "" {
-		name = *hf.Name
 	}
 	k := &baton.Key{
 		ID:        baton.NewID(baton.PrefixKey),

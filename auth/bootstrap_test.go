@@ -189,7 +189,7 @@ func TestBootstrapIngestHashFile(t *testing.T) {
 		name, extra, wantName string
 	}{
 		{"default name", ``, "provisioned-admin"},
-		{"empty name", `,"name":""`, "provisioned-admin"},
+		{"empty name", `,"name":""`, ""}, // as BAE: kept as written
 		{"explicit name", `,"name":"ops"`, "ops"},
 		{"unknown fields ignored", `,"comment":"x"`, "provisioned-admin"},
 	} {
@@ -237,6 +237,10 @@ func TestBootstrapBadHashFile(t *testing.T) {
 		"not phc":         `{"key_hash":"sha256:abcd","prefix":"p"}`,
 		"trailing data":   `{"key_hash":"` + good + `","prefix":"p"} x`,
 		"json null hash":  `{"key_hash":null,"prefix":"p"}`,
+		"blank prefix":    `{"key_hash":"` + good + `","prefix":"  "}`,
+		"blank hash":      `{"key_hash":" ","prefix":"p"}`,
+		"null name":       `{"key_hash":"` + good + `","prefix":"p","name":null}`,
+		"number name":     `{"key_hash":"` + good + `","prefix":"p","name":7}`,
 		"array not table": `[]`,
 	}
 	for name, content := range tests {

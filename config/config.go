@@ -52,7 +52,7 @@ type File struct {
 // OTLPHeaders holds the resolved values (never log them).
 type Telemetry struct {
 	Enabled      bool
-	OTLPEndpoint string
+	OTLPEndpoint *string // nil when not configured
 	OTLPHeaders  map[string]string
 	SampleRatio  float64
 	ServiceName  string

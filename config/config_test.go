@@ -96,7 +96,7 @@ func TestParseFull(t *testing.T) {
 		},
 		Telemetry: Telemetry{
 			Enabled:      true,
-			OTLPEndpoint: "http://collector:4317",
+			OTLPEndpoint: ptr("http://collector:4317"),
 			// Telemetry headers are resolved at load.
 			OTLPHeaders: map[string]string{"Authorization": "Bearer otel-secret", "x-team": "core"},
 			SampleRatio: 0.25,
@@ -137,10 +137,21 @@ func TestParseAcceptedEdgeCases(t *testing.T) {
 				t.Fatalf("MCP = %+v", f.MCP)
 			}
 		}},
-		{"stdio keeps only command, http only url", "[[mcp.servers]]\nname='a'\ntransport='stdio'\ncommand='c'\nurl='http://x'\n" +
-			"[[mcp.servers]]\nname='b'\ntransport='http'\ncommand='c'\nurl='http://x'\n", func(t *testing.T, f *File) {
-			if f.MCP[0].URL != "" || f.MCP[1].Command != "" || f.MCP[0].Command != "c" || f.MCP[1].URL != "http://x" {
+		{"command and url kept as written, whatever the transport", "[[mcp.servers]]\nname='a'\ntransport='stdio'\ncommand='c'\nurl='http://x'\n" +
+			"[[mcp.servers]]\nname='b'\ntransport='http'\ncommand='c'\nurl='http://x'\n[telemetry]\notlp_endpoint=''\n", func(t *testing.T, f *File) {
+			if f.MCP[0].URL != "http://x" || f.MCP[1].Command != "c" || f.MCP[0].Command != "c" || f.MCP[1].URL != "http://x" {
 				t.Fatalf("MCP = %+v", f.MCP)
+			}
+			// The snapshot shows them as configured, as BAE, and an empty
+			// OTLP endpoint as "" rather than null.
+			b, err := json.Marshal(f.Redacted())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{`"command":"c","args":[],"url":"http://x"`, `"otlp_endpoint":""`} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("snapshot %s lacks %s", b, want)
+				}
 			}
 		}},
 		{"provider and mcp may share a name", "[[mcp.servers]]\nname='x'\ntransport='sse'\nurl='http://h'\n" +

@@ -268,18 +268,18 @@ func (p *parser) mcpServer(a at, e map[string]any, seen map[string]string) (bato
 	if s.Headers, err = p.stringMap(a, e, "headers"); err != nil {
 		return s, err
 	}
-	s.Transport = transport
+	// Both are kept as written, whatever the transport (the snapshot shows
+	// them as configured); only the transport's own one is used.
+	s.Transport, s.Command, s.URL = transport, command, u
 	switch transport {
 	case baton.MCPStdio:
 		if strings.TrimSpace(command) == "" {
 			return s, p.errorf(a.key("command"), "%s: transport %q requires a non-blank command", a.show, transport)
 		}
-		s.Command = command
 	case baton.MCPSSE, baton.MCPHTTP:
 		if strings.TrimSpace(u) == "" {
 			return s, p.errorf(a.key("url"), "%s: transport %q requires a non-blank url", a.show, transport)
 		}
-		s.URL = u
 	default:
 		return s, p.errorf(a.key("transport"), "%s: unknown transport %q (expected stdio, sse or http)", a.key("transport").show, transport)
 	}
@@ -382,7 +382,9 @@ func (p *parser) telemetry(v any, t *Telemetry) error {
 	if err != nil {
 		return err
 	}
-	t.OTLPEndpoint = endpoint
+	if hasEndpoint {
+		t.OTLPEndpoint = &endpoint
+	}
 	if t.OTLPHeaders, err = p.stringMap(a, m, "otlp_headers"); err != nil {
 		return err
 	}
@@ -426,20 +428,20 @@ func (p *parser) telemetry(v any, t *Telemetry) error {
 	if !t.Enabled {
 		return nil
 	}
-	return p.checkTelemetry(a, t, hasEndpoint)
+	return p.checkTelemetry(a, t)
 }
 
 // checkTelemetry applies the rules that hold only when telemetry is
 // enabled, and resolves the ${VAR} references of the OTLP headers.
-func (p *parser) checkTelemetry(a at, t *Telemetry, hasEndpoint bool) error {
+func (p *parser) checkTelemetry(a at, t *Telemetry) error {
 	ea := a.key("otlp_endpoint")
-	if !hasEndpoint || strings.TrimSpace(t.OTLPEndpoint) == "" {
-		if !hasEndpoint {
+	if t.OTLPEndpoint == nil || strings.TrimSpace(*t.OTLPEndpoint) == "" {
+		if t.OTLPEndpoint == nil {
 			ea = a.key("enabled")
 		}
 		return p.errorf(ea, "telemetry.otlp_endpoint is required when telemetry is enabled")
 	}
-	if u, err := url.Parse(t.OTLPEndpoint); err != nil || u.Host == "" ||
+	if u, err := url.Parse(*t.OTLPEndpoint); err != nil || u.Host == "" ||
 		(!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) {
 		return p.errorf(ea, "telemetry.otlp_endpoint must be an http:// or https:// URL")
 	}

@@ -4,8 +4,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/baton-engine/baton"
 )
 
 // Redaction replaces every secret in the redacted snapshot: eight U+2022
@@ -92,9 +90,10 @@ func (f *File) Redacted() any {
 			Args:      append([]string{}, s.Args...),
 			Headers:   redactMap(s.Headers),
 		}
-		if s.Transport == baton.MCPStdio {
+		if s.Command != "" {
 			rs.Command = ptr(s.Command)
-		} else {
+		}
+		if s.URL != "" {
 			rs.URL = ptr(s.URL)
 		}
 		r.MCP.Servers = append(r.MCP.Servers, rs)
@@ -121,8 +120,8 @@ func (f *File) Redacted() any {
 			Disabled: append([]string{}, t.Metrics.Disabled...),
 		},
 	}
-	if t.OTLPEndpoint != "" {
-		r.Telemetry.OTLPEndpoint = ptr(t.OTLPEndpoint)
+	if t.OTLPEndpoint != nil {
+		r.Telemetry.OTLPEndpoint = ptr(*t.OTLPEndpoint)
 	}
 	return r
 }

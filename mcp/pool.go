@@ -113,6 +113,26 @@ func (p *Pool) Close() error {
 	return nil
 }
 
+// Sessions returns how many sessions have at least one live server
+// connection (the activity summary's live MCP sessions).
+func (p *Pool) Sessions() int {
+	p.mu.Lock()
+	ss := make([]*session, 0, len(p.sessions))
+	for _, s := range p.sessions {
+		ss = append(ss, s)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, s := range ss {
+		s.mu.Lock()
+		if !s.gone && len(s.conns) > 0 {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // Tools connects the servers not yet attempted for the session and
 // returns the tools of the connected ones, in servers' order.
 func (p *Pool) Tools(ctx context.Context, sessionID string, servers []baton.MCPServer) ([]baton.MCPTool, error) {

@@ -134,7 +134,13 @@ func TestStdio(t *testing.T) {
 		t.Fatalf("second Tools reconnected: pid %s, want %d", got, pid)
 	}
 
+	if n := p.Sessions(); n != 1 {
+		t.Errorf("Sessions() = %d with one connected session, want 1", n)
+	}
 	p.CloseSession("s1")
+	if n := p.Sessions(); n != 0 {
+		t.Errorf("Sessions() = %d after CloseSession, want 0", n)
+	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("stdio server %d still exists after CloseSession: %v", pid, err)
 	}

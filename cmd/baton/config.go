@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-engine/baton/adminapi"
 	"github.com/spf13/pflag"
 )
 
@@ -51,9 +52,15 @@ type serveConfig struct {
 type serveFlags struct {
 	config, adminKeyFile, adminKeyHashFile string
 	rotate, disableAuth, check             bool
+	fs                                     *pflag.FlagSet
 }
 
+// pathFlags are the flags that name a file; given empty they are an error
+// rather than a silent fall back to the environment.
+var pathFlags = []string{"config", "admin-key-file", "admin-key-hash-file"}
+
 func (f *serveFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
 	fs.StringVar(&f.config, "config", "", "path of bae-config.toml (overrides BAE_CONFIG)")
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "where the generated admin key is written (overrides BAE_ADMIN_KEY_FILE)")
 	fs.StringVar(&f.adminKeyHashFile, "admin-key-hash-file", "", "pre-provisioned admin key hash (overrides BAE_ADMIN_KEY_HASH_FILE)")
@@ -160,7 +167,7 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	switch c.SandboxDriver {
 	case "docker", "process":
 	case "apple-container":
-		errs = append(errs, errors.New("BAE_SANDBOX_DRIVER: apple-container is only available on macOS"))
+		errs = append(errs, errors.New("BAE_SANDBOX_DRIVER: Baton has no apple-container driver (BAE's is macOS-only); use docker or process"))
 	default:
 		errs = append(errs, fmt.Errorf("BAE_SANDBOX_DRIVER: %q must be docker or process", c.SandboxDriver))
 	}
@@ -172,6 +179,11 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	}
 
 	if f != nil {
+		for _, name := range pathFlags {
+			if fl := f.fs.Lookup(name); fl.Changed && fl.Value.String() == "" {
+				errs = append(errs, fmt.Errorf("--%s needs a path", name))
+			}
+		}
 		if f.config != "" {
 			c.ConfigPath = f.config
 		}
@@ -189,10 +201,10 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	if _, err := netip.ParseAddrPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("BAE_ADDR: %q is not an IP:port address", c.Addr))
 	}
-	if ap, err := netip.ParseAddrPort(c.AdminAddr); err != nil {
+	if _, err := netip.ParseAddrPort(c.AdminAddr); err != nil {
 		errs = append(errs, fmt.Errorf("BAE_ADMIN_ADDR: %q is not an IP:port address", c.AdminAddr))
-	} else if !ap.Addr().IsLoopback() {
-		errs = append(errs, fmt.Errorf("BAE_ADMIN_ADDR: %s is not a loopback address; the admin API must not be reachable from the network", c.AdminAddr))
+	} else if err := adminapi.CheckAddr(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("BAE_ADMIN_ADDR: %w", err))
 	}
 	if c.RotateAdminKey && c.DisableAdminAuth {
 		errs = append(errs, errors.New("--rotate-admin-key cannot be combined with disabled admin authentication"))

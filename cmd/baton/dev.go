@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,12 +78,13 @@ func (d *devOptions) adjust(cfg *serveConfig, f *serveFlags) {
 	cfg.Limits.RateLimit = 0 // dev never rate-limits
 }
 
-// addProviders makes sure the registry has the offline scripted provider,
-// and real providers whose API keys are in the environment.
-func (d *devOptions) addProviders(r *baton.Registry, lookup func(string) (string, bool)) {
+// addProviders returns ps with the offline scripted provider added, and
+// the real providers whose API keys are in the environment, unless the
+// config file already names them.
+func (d *devOptions) addProviders(ps []baton.ProviderEntry, lookup func(string) (string, bool)) []baton.ProviderEntry {
 	add := func(e baton.ProviderEntry) {
-		if _, ok := r.Provider(e.Name); !ok {
-			r.Providers = append(r.Providers, e)
+		if !slices.ContainsFunc(ps, func(p baton.ProviderEntry) bool { return p.Name == e.Name }) {
+			ps = append(ps, e)
 		}
 	}
 	add(baton.ProviderEntry{Name: "scripted", Provider: baton.ProviderScripted, Model: "scripted", MaxTokens: 4096})
@@ -95,7 +96,8 @@ func (d *devOptions) addProviders(r *baton.Registry, lookup func(string) (string
 		add(baton.ProviderEntry{Name: "openai", Provider: baton.ProviderOpenAI, Model: "gpt-4o-mini",
 			AuthToken: "${OPENAI_API_KEY}", MaxTokens: 4096})
 	}
-	sort.Slice(r.Providers, func(i, j int) bool { return r.Providers[i].Name < r.Providers[j].Name })
+	slices.SortFunc(ps, func(a, b baton.ProviderEntry) int { return strings.Compare(a.Name, b.Name) })
+	return ps
 }
 
 // seed creates the dev profile and client key on first run and reuses them

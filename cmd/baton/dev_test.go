@@ -67,6 +67,12 @@ func TestDevFirstRunAndReuse(t *testing.T) {
 	if len(items) != 1 || items[0].(map[string]any)["name"] != "default" || items[0].(map[string]any)["primary_provider"] != "scripted" {
 		t.Fatalf("profiles after rerun: %s", r.body)
 	}
+	// The config snapshot names the providers dev added, as the registry does.
+	r = call(t, "GET", adminURL+"/admin/v1/config", strings.TrimSpace(string(adminKey)), nil)
+	mustStatus(t, r, 200)
+	if !strings.Contains(string(r.body), `"entries":[{"name":"scripted","provider":"scripted"`) {
+		t.Errorf("config snapshot lacks the scripted provider: %s", r.body)
+	}
 	r = call(t, "GET", adminURL+"/admin/v1/keys", strings.TrimSpace(string(adminKey)), nil)
 	if n := len(r.json(t)["items"].([]any)); n != 1 {
 		t.Fatalf("%d client keys after rerun, want 1", n)

@@ -97,6 +97,7 @@ func (c *cli) rootCmd() *cobra.Command {
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		return c.serve(cmd.Context(), &f, nil)
 	}
+	root.Flags().BoolP("version", "V", false, "print the version and exit") // -V as BAE
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(c.versionCmd(), c.serveCmd(), c.devCmd(), c.migrateCmd(), c.chatCmd(), c.executorCmd())
 	root.AddCommand(c.adminCmd())

@@ -19,6 +19,10 @@ func (c *cli) migrateCmd() *cobra.Command {
 			if err != nil {
 				return usageErr(fmt.Errorf("configuration error: %w", err))
 			}
+			if cfg.Check {
+				fmt.Fprintln(c.stdout, "configuration ok")
+				return nil
+			}
 			db, err := store.Open(cmd.Context(), store.Options{URL: cfg.storeURL()})
 			if err != nil {
 				return runtimeErr(fmt.Errorf("open store: %w", err))

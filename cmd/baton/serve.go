@@ -67,10 +67,10 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if err != nil {
 		return usageErr(fmt.Errorf("configuration error: %w", err))
 	}
-	registry := file.Registry()
-	if dev != nil {
-		dev.addProviders(registry, c.lookupEnv)
+	if dev != nil { // into the file, so the config snapshot shows them too
+		file.Providers = dev.addProviders(file.Providers, c.lookupEnv)
 	}
+	registry := file.Registry()
 	if cfg.Check {
 		fmt.Fprintf(c.stdout, "configuration ok: %d provider(s), %d MCP server(s)\n", len(registry.Providers), len(registry.MCPServers))
 		return nil
@@ -229,7 +229,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	summaryCtx, stopSummary := context.WithCancel(ctx)
 	go func() {
 		defer close(summaryDone)
-		activitySummary(summaryCtx, db, log, time.Hour)
+		activitySummary(summaryCtx, db, pool.Sessions, log, time.Hour)
 	}()
 
 	<-ctx.Done()
@@ -380,14 +380,16 @@ func eachProfile(ctx context.Context, db baton.ProfileStore, fn func(*baton.Prof
 	}
 }
 
-// activitySummary logs catalogue counts at start and then every interval.
-func activitySummary(ctx context.Context, db baton.Store, log *slog.Logger, every time.Duration) {
+// activitySummary logs catalogue counts, and how many sessions have live
+// MCP connections, at start and then every interval.
+func activitySummary(ctx context.Context, db baton.Store, mcpSessions func() int, log *slog.Logger, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if st, err := db.Stats(ctx); err == nil {
 			log.Info("activity summary", "profiles", st.Profiles, "client_keys", st.ClientKeys,
-				"open_sessions", st.OpenSessions, "sessions", st.Sessions, "events", st.Events)
+				"open_sessions", st.OpenSessions, "sessions", st.Sessions, "events", st.Events,
+				"mcp_sessions", mcpSessions())
 		} else if ctx.Err() == nil {
 			log.Warn("activity summary", "err", err)
 		}
