@@ -75,6 +75,8 @@ func TestCreateKey(t *testing.T) {
 			Status: 201, Check: created([]string{"session.manage"})},
 		{Name: "explicit scopes", Method: "POST", Path: path, Headers: admin(), Body: `{"name":"ci bot","profile_id":"` + pid + `","scopes":["session.manage","x.read"]}`,
 			Status: 201, Check: created([]string{"session.manage", "x.read"})},
+		{Name: "no scopes", Method: "POST", Path: path, Headers: admin(), Body: `{"name":"ci bot","profile_id":"` + pid + `","scopes":[]}`,
+			Status: 201, Check: created([]string{})},
 	})
 }
 

@@ -65,7 +65,7 @@ func prepareKey(k *baton.Key) (string, error) {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = baton.Now()
 	}
-	if k.Role == baton.RoleClient && len(k.Scopes) == 0 {
+	if k.Role == baton.RoleClient && k.Scopes == nil { // an empty list stays empty
 		k.Scopes = slices.Clone(baton.DefaultScopes)
 	}
 	if k.Scopes == nil {
@@ -75,7 +75,8 @@ func prepareKey(k *baton.Key) (string, error) {
 }
 
 // CreateKey inserts k, filling ID and CreatedAt when empty; client keys
-// created without scopes get baton.DefaultScopes.
+// created with nil Scopes get baton.DefaultScopes (a non-nil empty list is
+// kept: a key with no scopes).
 func (db *DB) CreateKey(ctx context.Context, k *baton.Key) error {
 	scopes, err := prepareKey(k)
 	if err != nil {
