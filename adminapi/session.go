@@ -23,7 +23,7 @@ type sessionView struct {
 // before the state filter, as in BAE (the cursor, which the store decodes,
 // after it).
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	q, err := httpx.ParsePageQuery(r)
+	q, err := httpx.ParsePageQuery(r, "state")
 	if err != nil {
 		return err
 	}

@@ -27,12 +27,20 @@ type PageQuery struct {
 	values url.Values
 }
 
-// ParsePageQuery parses r's query string. A query string that does not
-// decode, or a limit that is not a 64-bit integer, is a 400 rejection.
-func ParsePageQuery(r *http.Request) (PageQuery, error) {
+// ParsePageQuery parses r's query string; fields names the parameters the
+// route reads besides cursor and limit. A query string that does not
+// decode, a field given twice, or a limit that is not a 64-bit integer, is
+// a 400 rejection. Other parameters are ignored, repeated or not.
+func ParsePageQuery(r *http.Request, fields ...string) (PageQuery, error) {
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return PageQuery{}, &Rejection{Status: http.StatusBadRequest, Text: "Failed to deserialize query string: " + err.Error()}
+	}
+	for _, name := range append([]string{"cursor", "limit"}, fields...) {
+		if len(values[name]) > 1 {
+			return PageQuery{}, &Rejection{Status: http.StatusBadRequest,
+				Text: "Failed to deserialize query string: duplicate field `" + name + "`"}
+		}
 	}
 	q := PageQuery{Cursor: values.Get("cursor"), values: values}
 	if vs, ok := values["limit"]; ok && len(vs) > 0 {
