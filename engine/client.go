@@ -336,8 +336,9 @@ func (e *Engine) ClientResult(ctx context.Context, sessionID, clientID, callID s
 		return false, baton.Errorf(baton.ECodeNotFound, "no call %s", callID)
 	}
 	pc.res <- r
-	// The result is acknowledged only once it is durable: the turn commits
-	// it (with the next model request when that follows at once).
+	// The result is acknowledged only once it is durable: the turn queues
+	// its commit as soon as it takes it, whatever the other calls of the
+	// model message are doing.
 	select {
 	case err := <-pc.saved:
 		if err != nil {

@@ -123,15 +123,28 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	if reason != "" {
 		p["reason"] = reason
 	}
-	// Held, not emitted: the result's events share a commit with what the
-	// turn records next (usually the next model request); the client's
-	// result POST is answered once that commit is done.
-	tc.holdThen(func(err error) { pc.saved <- err },
+	evs := []*baton.Event{
 		baton.NewEvent(id, actor, baton.EventClientToolResult, p),
 		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
 			"tool_use_id": u.ID, "dispatch": dispatchRegistered, "is_error": isErr, "content": content,
 		}),
-	)
+	}
+	if reason != "" {
+		// Nobody waits on a call that got no result: its events share a
+		// commit with what the turn records next.
+		tc.hold(evs...)
+		return toolResult(u.ID, content, isErr), nil
+	}
+	// The client's result POST is answered once these events are durable,
+	// so their commit is queued now rather than held for the next model
+	// request, which waits for every other call of the message: a client
+	// answering one call at a time would stall on its own first answer.
+	// The store's writer still batches the commit with whatever else is
+	// being appended; the next emit awaits it.
+	tc.holdThen(func(err error) { pc.saved <- err }, evs...)
+	if err := tc.emitBehind(); err != nil {
+		return nil, err
+	}
 	return toolResult(u.ID, content, isErr), nil
 }
 

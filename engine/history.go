@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/baton-engine/baton"
 )
@@ -76,7 +77,8 @@ func rebuild(events []*baton.Event) transcript {
 	var (
 		tr        transcript
 		assistant json.RawMessage   // content of the latest successful provider response
-		results   []json.RawMessage // server tool results since then
+		results   []json.RawMessage // server tool results since then, as logged
+		ids       []string          // their tool_use ids
 	)
 	for _, ev := range events {
 		switch ev.Type {
@@ -88,7 +90,7 @@ func rebuild(events []*baton.Event) transcript {
 			if m.Role == "" {
 				m.Role = "user"
 			}
-			assistant, results = nil, nil // an unfinished round is dropped
+			assistant, results, ids = nil, nil, nil // an unfinished round is dropped
 			tr.paused = nil
 			tr.messages = append(tr.messages, m)
 		case baton.EventProviderResp:
@@ -100,9 +102,10 @@ func rebuild(events []*baton.Event) transcript {
 				continue
 			}
 			if assistant != nil && len(results) > 0 {
-				tr.messages = append(tr.messages, baton.Message{Role: "assistant", Content: assistant}, userResults(results))
+				tr.messages = append(tr.messages, baton.Message{Role: "assistant", Content: assistant},
+					userResults(inUseOrder(assistant, results, ids)))
 			}
-			assistant, results = p.Content, nil
+			assistant, results, ids = p.Content, nil, nil
 		case baton.EventToolResult:
 			var p struct {
 				ToolUseID string          `json:"tool_use_id"`
@@ -114,6 +117,7 @@ func rebuild(events []*baton.Event) transcript {
 				continue
 			}
 			results = append(results, toolResult(p.ToolUseID, p.Content, p.IsError))
+			ids = append(ids, p.ToolUseID)
 		case baton.EventServerMessage:
 			var m baton.Message
 			if json.Unmarshal(ev.Payload, &m) != nil {
@@ -124,10 +128,43 @@ func rebuild(events []*baton.Event) transcript {
 			if uses := toolUses(m.Content); len(uses) > 0 && hasDispatch(m.Content) {
 				tr.paused = &parked{owner: ev.ClientKeyID, since: ev.CreatedAt, toolUses: uses, serverResults: results}
 			}
-			assistant, results = nil, nil
+			assistant, results, ids = nil, nil, nil
 		}
 	}
 	return tr
+}
+
+// inUseOrder returns the results of one round (ids their tool_use ids),
+// logged as their calls completed, in the order of assistant's tool_use
+// blocks: the order a turn gives them to the model. A result no block
+// asked for keeps its place after the others.
+func inUseOrder(assistant json.RawMessage, results []json.RawMessage, ids []string) []json.RawMessage {
+	if len(results) < 2 {
+		return results
+	}
+	uses := toolUses(assistant)
+	pos := make(map[string]int, len(uses))
+	for i, u := range uses {
+		if _, dup := pos[u.ID]; !dup {
+			pos[u.ID] = i
+		}
+	}
+	order := make([]int, len(results))
+	for i := range order {
+		order[i] = i
+	}
+	at := func(i int) int {
+		if p, ok := pos[ids[i]]; ok {
+			return p
+		}
+		return len(uses)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return at(a) - at(b) })
+	out := make([]json.RawMessage, len(results))
+	for i, j := range order {
+		out[i] = results[j]
+	}
+	return out
 }
 
 // transcriptTypes are the event types rebuild reads.

@@ -79,7 +79,7 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	var h http.Handler = s.pathGuard(httpx.Routes(mux))
-	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log}, h)
+	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h)
 	h = httpx.ClientVersion(opts.MinClientVersion, h)
 	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
 	s.handler = httpx.AccessLog(log, h)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -220,5 +221,69 @@ func TestLimitConfig(t *testing.T) {
 	dev.adjust(c, &serveFlags{})
 	if c.Limits.RateLimit != 0 {
 		t.Fatal("dev kept the rate limit")
+	}
+}
+
+// TestIdempotentRegisterAcrossSpellings: the receipt scope is the caller's
+// key id and the route with the session id canonical, so registering
+// again under the same Idempotency-Key with the session's UUID form (any
+// case) replays the ses_ form's answer; another credential of the same
+// session is another caller.
+func TestIdempotentRegisterAcrossSpellings(t *testing.T) {
+	s, sess, pro := clientSession(t)
+	_, manager := s.clientKey("manager", pro)
+	body := regBody("lap", never(), rtool("echo"))
+	idem := map[string]string{"Idempotency-Key": "idem"}
+	uuid := sessionUUID(sess.ID)
+	first := hcall(t, "POST", s.clientURL+"/v1/sessions/"+sess.ID+"/clients", sess.Key, body, idem)
+	mustStatus(t, first, 201)
+	for _, sid := range []string{uuid, strings.ToUpper(uuid), sess.ID} {
+		r := hcall(t, "POST", s.clientURL+"/v1/sessions/"+sid+"/clients", sess.Key, body, idem)
+		mustStatus(t, r, 201)
+		if r.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(r.body, first.body) {
+			t.Fatalf("%s: not a replay of the first answer: %v %s", sid, r.header, r.body)
+		}
+	}
+	r := hcall(t, "POST", s.clientURL+"/v1/sessions/"+uuid+"/clients", sess.Key, regBody("other", never()), idem)
+	mustStatus(t, r, 409)
+	if errCode(t, r) != "conflict" {
+		t.Fatalf("different body: %s", r.body)
+	}
+	// The session's creator holds the client key too, but a client key is
+	// its own caller: the key runs again for it.
+	r = hcall(t, "POST", s.clientURL+"/v1/sessions/"+uuid+"/clients", manager, body, idem)
+	mustStatus(t, r, 201)
+	if r.header.Get("Idempotent-Replayed") != "" || r.json(t)["name"] != "lap-2" {
+		t.Fatalf("another caller: %v %s", r.header, r.body)
+	}
+	list := s.client("GET", "/v1/sessions/"+sess.ID+"/clients", sess.Key, nil)
+	mustStatus(t, list, 200)
+	if n := len(list.json(t)["items"].([]any)); n != 2 {
+		t.Fatalf("%d clients registered, want 2: %s", n, list.body)
+	}
+}
+
+// TestIdempotencyKeyText: seed 001 sets no charset on Idempotency-Key,
+// only 1 to 255 characters: non-ASCII keys work and replay, and the
+// length counts characters, not bytes. Control characters are refused.
+func TestIdempotencyKeyText(t *testing.T) {
+	s, sess, _ := clientSession(t)
+	path := s.clientURL + "/v1/sessions/" + sess.ID + "/clients"
+	for i, key := range []string{"é", "clé de réessai 🔁", strings.Repeat("é", 255)} {
+		body := regBody(fmt.Sprintf("c%d", i), never())
+		idem := map[string]string{"Idempotency-Key": key}
+		mustStatus(t, hcall(t, "POST", path, sess.Key, body, idem), 201)
+		r := hcall(t, "POST", path, sess.Key, body, idem)
+		mustStatus(t, r, 201)
+		if r.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("key %q: no replay", key)
+		}
+	}
+	for _, key := range []string{strings.Repeat("é", 256), "a\tb"} {
+		r := hcall(t, "POST", path, sess.Key, regBody("x", never()), map[string]string{"Idempotency-Key": key})
+		mustStatus(t, r, 400)
+		if errCode(t, r) != "invalid_request" {
+			t.Fatalf("key %q: %s", key, r.body)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 )
@@ -21,7 +23,8 @@ const (
 	ReplayedHeader       = "Idempotent-Replayed"
 )
 
-// MaxIdempotencyKey is the longest Idempotency-Key accepted.
+// MaxIdempotencyKey is the longest Idempotency-Key accepted, in
+// characters.
 const MaxIdempotencyKey = 255
 
 // idempotencyConflict is the problem type of a 409 on /api/v1.
@@ -36,21 +39,32 @@ type IdempotencyOptions struct {
 	Receipts baton.ReceiptStore // nil turns the middleware off
 	MaxBody  int64              // request body limit; <= 0 means DefaultMaxBody
 	Logger   *slog.Logger       // nil discards
+	// Caller names the authenticated caller of a covered request from its
+	// bearer token — the key id — and gives the request's route: its path
+	// with every resource id in one spelling, so that a retry spelling an
+	// id another accepted way is the same operation. An empty caller
+	// lets the token name the caller. An ECodeUnauthorized error means
+	// the token does not authenticate: the request passes through
+	// untouched and the handler refuses it; any other error is a 500.
+	// Nil names callers by token and takes the path as sent.
+	Caller func(r *http.Request, token string) (caller, route string, err error)
 }
 
 // Idempotency makes mutating calls retry-safe (spec/clients.md,
 // "Idempotency keys"). A covered request — POST, PUT or DELETE under /v1,
 // POST /api/v1/sessions and POST /api/v1/sessions/{id}/join — that carries
 // an Idempotency-Key and a bearer token runs once per (caller, method,
-// path, key): its status and body are saved as a receipt and later
-// requests with the same key and the same input (method, path, canonical
-// JSON body) get that response again with Idempotent-Replayed: true,
-// without session_key or key members. A different input, or a key still
-// in flight, is 409. A 5xx (or 401) response is not saved, so a retry
-// runs. Executor token exchanges are not covered.
-// Requests without the header, without a bearer token (the handler answers
-// 401), or with a body over the limit (the handler answers 413) pass
-// through untouched.
+// route, key), caller and route as opts.Caller names them: its status and
+// body are saved as a receipt and later requests with the same key and
+// the same input (method, route, canonical JSON body) get that response
+// again with Idempotent-Replayed: true, without session_key or key
+// members. A different input, or a key still in flight, is 409. A 5xx (or
+// 401) response is not saved, so a retry runs. Executor token exchanges
+// are not covered.
+// Requests without the header, without a bearer token or with one that
+// does not authenticate (the handler answers 401), or with a body over
+// the limit (the handler answers 413) pass through untouched. A key that
+// is not 1 to 255 characters of text is 400 (see ValidIdempotencyKey).
 func Idempotency(opts IdempotencyOptions, next http.Handler) http.Handler {
 	if opts.Receipts == nil {
 		return next
@@ -67,8 +81,8 @@ func Idempotency(opts IdempotencyOptions, next http.Handler) http.Handler {
 			return
 		}
 		key := vals[0]
-		if key == "" || len(key) > MaxIdempotencyKey || !visible(key) {
-			badRequest("Idempotency-Key must be 1 to 255 visible ASCII characters").write(w, r)
+		if !ValidIdempotencyKey(key) {
+			badRequest("Idempotency-Key must be 1 to 255 characters of UTF-8 text without control characters").write(w, r)
 			return
 		}
 		token, err := Bearer(r)
@@ -76,13 +90,28 @@ func Idempotency(opts IdempotencyOptions, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		caller, route := "", r.URL.Path
+		if opts.Caller != nil {
+			caller, route, err = opts.Caller(r, token)
+			if baton.ErrorCode(err) == baton.ECodeUnauthorized {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if err != nil {
+				writeGuardInternal(w, r, log, err)
+				return
+			}
+		}
+		if caller == "" {
+			caller = "token:" + token
+		}
 		body, whole := bufferBody(r, max)
 		if !whole {
 			next.ServeHTTP(w, r)
 			return
 		}
-		scope := receiptScope(token, r.Method, r.URL.Path)
-		fp := Fingerprint(r.Method, r.URL.Path, body)
+		scope := receiptScope(caller, r.Method, route)
+		fp := Fingerprint(r.Method, route, body)
 		rec, fresh, err := opts.Receipts.BeginReceipt(r.Context(), scope, key, fp)
 		if err != nil {
 			writeGuardInternal(w, r, log, err)
@@ -152,11 +181,30 @@ func bufferBody(r *http.Request, max int64) (body []byte, whole bool) {
 	return body, true
 }
 
-// receiptScope is the digest naming the caller (its bearer token) and the
-// operation (method and path).
-func receiptScope(token, method, path string) string {
+// ValidIdempotencyKey reports whether k is an acceptable Idempotency-Key.
+// Seed 001 gives the key as a string of length 1 to 255 and no charset;
+// the length counts characters (Unicode code points, as a JSON Schema
+// string length does), so k must be valid UTF-8. Control characters (C0,
+// DEL, C1; a tab) are refused. Keys compare byte for byte.
+func ValidIdempotencyKey(k string) bool {
+	if k == "" || len(k) > utf8.UTFMax*MaxIdempotencyKey || !utf8.ValidString(k) {
+		return false
+	}
+	n := 0
+	for _, c := range k {
+		if unicode.IsControl(c) {
+			return false
+		}
+		n++
+	}
+	return n <= MaxIdempotencyKey
+}
+
+// receiptScope is the digest naming the caller (its key id) and the
+// operation (method and route).
+func receiptScope(caller, method, route string) string {
 	h := sha256.New()
-	for _, s := range []string{"baton receipt scope", token, method, path} {
+	for _, s := range []string{"baton receipt scope", caller, method, route} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

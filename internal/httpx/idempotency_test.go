@@ -196,7 +196,7 @@ func TestIdempotency(t *testing.T) {
 		}, 1},
 		{"empty key is 400 on /v1", []step{
 			{req: with(func(q *idemReq) { q.key = "" }), status: 400,
-				body: `{"error":{"code":"invalid_request","message":"Idempotency-Key must be 1 to 255 visible ASCII characters"}}`},
+				body: `{"error":{"code":"invalid_request","message":"Idempotency-Key must be 1 to 255 characters of UTF-8 text without control characters"}}`},
 		}, 0},
 		{"256-char key is 400 bad_request on /api/v1", []step{
 			{req: with(func(q *idemReq) { q.path = "/api/v1/sessions"; q.key = strings.Repeat("k", 256) }), status: 400, contains: `"type":"bad_request"`},
@@ -205,6 +205,31 @@ func TestIdempotency(t *testing.T) {
 			{req: with(func(q *idemReq) { q.key = strings.Repeat("k", 255) }), status: 201},
 			{req: with(func(q *idemReq) { q.key = strings.Repeat("k", 255) }), status: 201, replayed: true},
 		}, 1},
+		{"non-ASCII key is accepted and replays", []step{
+			{req: with(func(q *idemReq) { q.key = "é" }), status: 201},
+			{req: with(func(q *idemReq) { q.key = "é" }), status: 201, replayed: true},
+			{req: with(func(q *idemReq) { q.key = "e\u0301" }), status: 201, contains: `"run":2`}, // byte for byte: NFD is another key
+		}, 2},
+		{"length counts characters: 255 two-byte characters are accepted", []step{
+			{req: with(func(q *idemReq) { q.key = strings.Repeat("é", 255) }), status: 201},
+			{req: with(func(q *idemReq) { q.key = strings.Repeat("é", 255) }), status: 201, replayed: true},
+		}, 1},
+		{"256 characters are 400 however few bytes they take", []step{
+			{req: with(func(q *idemReq) { q.key = strings.Repeat("é", 256) }), status: 400, contains: `"invalid_request"`},
+		}, 0},
+		{"spaces inside the key are text", []step{
+			{req: with(func(q *idemReq) { q.key = "order 42 / retry" }), status: 201},
+			{req: with(func(q *idemReq) { q.key = "order 42 / retry" }), status: 201, replayed: true},
+		}, 1},
+		{"a tab is a control character: 400", []step{
+			{req: with(func(q *idemReq) { q.key = "a\tb" }), status: 400},
+		}, 0},
+		{"a C1 control character is 400", []step{
+			{req: with(func(q *idemReq) { q.key = "a\u0085b" }), status: 400},
+		}, 0},
+		{"invalid UTF-8 is 400", []step{
+			{req: with(func(q *idemReq) { q.key = "caf\xe9" }), status: 400},
+		}, 0},
 		{"no key: every request executes", []step{
 			{req: with(func(q *idemReq) { q.key = "-" }), status: 201},
 			{req: with(func(q *idemReq) { q.key = "-" }), status: 201, body: strings.Replace(first, `"run":1`, `"run":2`, 1)},
@@ -257,6 +282,67 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestIdempotencyCaller: with a Caller, the scope is the caller it names
+// (two tokens of one key share receipts) and the route it gives (two
+// spellings of one path are one operation, for the fingerprint too); a
+// token that does not authenticate passes through without a receipt; a
+// failing lookup is 500 and runs nothing.
+func TestIdempotencyCaller(t *testing.T) {
+	stub := &stubHandler{}
+	rs := newMemReceipts()
+	h := Idempotency(IdempotencyOptions{Receipts: rs, Caller: func(r *http.Request, token string) (string, string, error) {
+		switch token {
+		case "bad":
+			return "", "", baton.Errorf(baton.ECodeUnauthorized, "invalid credential")
+		case "boom":
+			return "", "", errors.New("key store is on fire")
+		}
+		return "key_" + token[:1], strings.ToLower(r.URL.Path), nil
+	}}, stub)
+	steps := []struct {
+		req      idemReq
+		status   int
+		replayed bool
+		contains string
+	}{
+		{idemReq{"POST", "/v1/sessions/S1/clients", "k", "a1", `{"a":1}`}, 201, false, `"run":1`},
+		{idemReq{"POST", "/v1/sessions/s1/clients", "k", "a2", `{"a":1}`}, 201, true, `"run":1`},
+		{idemReq{"POST", "/v1/sessions/s1/clients", "k", "b1", `{"a":1}`}, 201, false, `"run":2`},
+		{idemReq{"POST", "/v1/sessions/S1/clients", "k", "a1", `{"a":2}`}, 409, false, "different request"},
+		{idemReq{"POST", "/v1/sessions/s1/clients", "k", "bad", `{"a":1}`}, 201, false, `"run":3`},
+		{idemReq{"POST", "/v1/sessions/s1/clients", "k", "boom", `{"a":1}`}, 500, false, `"code":"internal"`},
+	}
+	for i, st := range steps {
+		w := st.req.do(h)
+		if w.Code != st.status || (w.Header().Get(ReplayedHeader) == "true") != st.replayed || !strings.Contains(w.Body.String(), st.contains) {
+			t.Fatalf("step %d: %d replayed=%q %s", i, w.Code, w.Header().Get(ReplayedHeader), w.Body)
+		}
+	}
+	if strings.Contains(steps[len(steps)-1].req.do(h).Body.String(), "fire") {
+		t.Fatal("the lookup failure reached the caller")
+	}
+	if n := stub.runs.Load(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3", n)
+	}
+	if n := rs.len(); n != 2 {
+		t.Fatalf("%d receipts, want 2 (caller a, caller b)", n)
+	}
+}
+
+func TestValidIdempotencyKey(t *testing.T) {
+	for k, want := range map[string]bool{
+		"k": true, "é": true, "日本語のキー": true, "a b": true, "🔑": true, "\u200b": true,
+		strings.Repeat("🔑", 255): true, strings.Repeat("🔑", 256): false,
+		strings.Repeat("k", 255): true, strings.Repeat("k", 256): false,
+		"": false, "a\tb": false, "a\x00b": false, "a\x7fb": false, "a\u009fb": false,
+		"\xff": false, "caf\xe9": false,
+	} {
+		if got := ValidIdempotencyKey(k); got != want {
+			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", k, got, want)
+		}
+	}
+}
+
 func TestIdempotencyInFlight(t *testing.T) {
 	stub := &stubHandler{started: make(chan struct{}), release: make(chan struct{})}
 	rs := newMemReceipts()
@@ -270,7 +356,7 @@ func TestIdempotencyInFlight(t *testing.T) {
 		q.path = path
 		if path != slow.path {
 			// Put an in-flight receipt for the /api/v1 path in place by hand.
-			_, _, _ = rs.BeginReceipt(context.Background(), receiptScope("tok", "POST", path), "k", Fingerprint("POST", path, []byte(`{}`)))
+			_, _, _ = rs.BeginReceipt(context.Background(), receiptScope("token:tok", "POST", path), "k", Fingerprint("POST", path, []byte(`{}`)))
 		}
 		w := q.do(h)
 		if w.Code != 409 {
