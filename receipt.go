@@ -16,7 +16,8 @@ const (
 
 // Receipt is the saved outcome of a mutating request sent with an
 // Idempotency-Key. Scope names the caller and the operation (a digest of
-// the credential, method and path); Fingerprint is a digest of the input.
+// the caller's key id, the method and the route, its resource ids in one
+// spelling); Fingerprint is a digest of the input.
 // Body never holds a fresh-only secret: it is stored as it is replayed.
 type Receipt struct {
 	Scope       string
