@@ -125,6 +125,8 @@ type Engine struct {
 	executorTimeout time.Duration
 
 	brains brains // brain sessions (brain.go)
+
+	feeds feeds // live session.subscribe feeds (rpc.go)
 }
 
 var (

@@ -63,3 +63,84 @@ func TestSubscribePoll(t *testing.T) {
 		t.Fatalf("Next after unsubscribe = %v, %v; want the end", n, err)
 	}
 }
+
+// TestSubscribeErrorSessionStaysLive: a session in state error still takes
+// events (local sandbox reports, say), so a subscription started on it
+// replays and then stays live like one on an open session; only a closed
+// session's feed ends after the replay, reported as closed.
+func TestSubscribeErrorSessionStaysLive(t *testing.T) {
+	ctx := context.Background()
+	feed := hub.New(0)
+	db, s := storeWithSession(t, store.Options{OnCommit: func(evs []*baton.Event) {
+		for _, ev := range evs {
+			feed.Publish(baton.Notice{Event: ev})
+		}
+	}})
+	e := engine.New(engine.Options{Store: db, Hub: feed, ClientSweep: -1})
+	defer e.Close()
+	key := &baton.Key{Name: s.ID, ClientID: "key_1"}
+	first := baton.NewEvent(s.ID, "key_1", "a.first", struct{}{})
+	if err := db.Append(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.EndSession(ctx, s.ID, baton.StateError, baton.NewEvent(s.ID, "key_1", baton.EventSessionError, struct{}{})); err != nil || !ok {
+		t.Fatalf("EndSession = %v, %v", ok, err)
+	}
+
+	f, err := e.Subscribe(ctx, key, first.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := f.Next(ctx); err != nil || n == nil || n.Event.Type != baton.EventSessionError {
+		t.Fatalf("Next = %v, %v; want the replayed session.error", n, err)
+	}
+	if n, ok := f.Poll(); ok {
+		t.Fatalf("Poll = %v after the replay, want nothing ready (still live)", n)
+	}
+	late := baton.NewEvent(s.ID, "key_1", "session.sandbox.running", struct{}{})
+	if err := db.Append(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Next(ctx); err != nil || n == nil || n.Event.ID != late.ID {
+		t.Fatalf("Next = %v, %v; want the live event appended to the error session", n, err)
+	}
+	if err := e.Unsubscribe(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Next(ctx); n != nil || err != nil || f.Closed() {
+		t.Fatalf("Next after unsubscribe = %v, %v, closed %v; want the end, not closed", n, err, f.Closed())
+	}
+
+	// Closing the error session (it stays error) ends its feeds as closed.
+	if f, err = e.Subscribe(ctx, key, "", false); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := e.CloseSession(ctx, key); baton.ErrorCode(err) != baton.ECodeSessionClosed {
+		t.Fatalf("CloseSession on an error session = %v, want %s", err, baton.ECodeSessionClosed)
+	}
+	if n, err := f.Next(ctx); n != nil || err != nil || !f.Closed() {
+		t.Fatalf("Next after the close = %v, %v, closed %v; want the end, closed", n, err, f.Closed())
+	}
+
+	// A closed session: the replay, then the end, reported as closed.
+	c := &baton.Session{ProfileID: s.ProfileID, ClientKeyID: "key_1"}
+	if err := db.CreateSession(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.EndSession(ctx, c.ID, baton.StateClosed, baton.NewEvent(c.ID, "key_1", baton.EventSessionClose, struct{}{})); err != nil || !ok {
+		t.Fatalf("EndSession = %v, %v", ok, err)
+	}
+	f, err = e.Subscribe(ctx, &baton.Key{Name: c.ID, ClientID: "key_1"}, "evt_unknown", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := f.Next(ctx); err != nil || n == nil || n.Event.Type != baton.EventSessionClose {
+		t.Fatalf("Next = %v, %v; want the replayed session.close", n, err)
+	}
+	if n, err := f.Next(ctx); n != nil || err != nil || !f.Closed() {
+		t.Fatalf("Next = %v, %v, closed %v; want the end of a closed session's feed", n, err, f.Closed())
+	}
+}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "encoding/json"
 
 // abandonedText is the content of a synthesized result for a client tool
 // call whose turn was abandoned or cancelled.
@@ -20,7 +17,7 @@ func (e mergeError) Error() string { return string(e) }
 // its owner.
 func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bool) (json.RawMessage, error) {
 	if role != "user" {
-		return nil, mergeError(fmt.Sprintf("paused tool continuation must have role \"user\", got %q", role))
+		return nil, mergeError("paused tool continuation must have role \"user\", got " + rustQuote(role))
 	}
 	if reclaimed || voluntary(content) {
 		return abandon(p, content)
@@ -31,20 +28,20 @@ func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bo
 // voluntary reports whether the owner sent a plain message instead of tool
 // results: a non-empty string, or a non-empty array without tool_result.
 func voluntary(content json.RawMessage) bool {
-	var s string
-	if json.Unmarshal(content, &s) == nil {
+	switch kind(content) {
+	case '"':
+		s, _ := stringValue(content)
 		return s != ""
-	}
-	bs, ok := blocks(content)
-	if !ok || len(bs) == 0 {
-		return false
-	}
-	for _, b := range bs {
-		if b.Type == "tool_result" {
-			return false
+	case '[':
+		bs, _ := blocks(content)
+		for _, b := range bs {
+			if b.Type == "tool_result" {
+				return false
+			}
 		}
+		return len(bs) > 0
 	}
-	return true
+	return false
 }
 
 // abandon synthesizes error results for unanswered client calls, appends
@@ -62,26 +59,29 @@ func abandon(p *parked, content json.RawMessage) (json.RawMessage, error) {
 			out = append(out, toolResult(tu.ID, mustJSON(abandonedText), true))
 		}
 	}
-	var s string
-	if json.Unmarshal(content, &s) == nil {
-		if s != "" {
+	switch kind(content) {
+	case '"':
+		if s, _ := stringValue(content); s != "" {
 			out = append(out, mustJSON(map[string]string{"type": "text", "text": s}))
 		}
-	} else if bs, ok := blocks(content); ok {
+	case '[':
+		bs, _ := blocks(content)
 		for _, b := range bs {
 			if b.Type == "tool_result" {
 				return nil, mergeError("timed-out replacement message must not contain tool_result blocks")
 			}
 			out = append(out, b.Raw)
 		}
-	} else {
-		return nil, mergeError("timed-out replacement message must be a string or an array of content blocks")
+	default: // null included
+		return nil, mergeError("abandonment message content must be a string or content-block array")
 	}
 	return strictMerge(p, mustJSON(out))
 }
 
 // strictMerge returns one result per paused tool_use id, in assistant
-// order (server results win), followed by the client's other blocks.
+// order (server results win), followed by the client's other blocks. Its
+// checks run in BAE's order, so that content with several faults is
+// rejected for the same one.
 func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	if len(p.toolUses) == 0 {
 		return nil, mergeError("paused assistant turn has no tool_use ids")
@@ -89,21 +89,20 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	expected := make(map[string]bool, len(p.toolUses))
 	for _, tu := range p.toolUses {
 		if expected[tu.ID] {
-			return nil, mergeError(fmt.Sprintf("paused assistant turn has a duplicate tool_use id %q", tu.ID))
+			return nil, mergeError("paused assistant turn contains duplicate tool_use ids")
 		}
 		expected[tu.ID] = true
 	}
 	server := make(map[string]json.RawMessage, len(p.serverResults))
+	var ids []string // server's, then the client's, in order
 	for _, r := range p.serverResults {
 		var b block
 		_ = json.Unmarshal(r, &b)
 		if _, dup := server[b.ToolUseID]; dup {
-			return nil, mergeError(fmt.Sprintf("duplicate server tool_result for id %q", b.ToolUseID))
-		}
-		if !expected[b.ToolUseID] {
-			return nil, mergeError(fmt.Sprintf("tool_result id %q is not in the paused assistant turn", b.ToolUseID))
+			return nil, mergeError("server produced a duplicate tool_result for id " + rustQuote(b.ToolUseID))
 		}
 		server[b.ToolUseID] = r
+		ids = append(ids, b.ToolUseID)
 	}
 	client := map[string]json.RawMessage{}
 	var extras []json.RawMessage
@@ -117,12 +116,15 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 			continue // the server's own result wins
 		}
 		if _, dup := client[b.ToolUseID]; dup {
-			return nil, mergeError(fmt.Sprintf("client returned a duplicate tool_result for id %q", b.ToolUseID))
-		}
-		if !expected[b.ToolUseID] {
-			return nil, mergeError(fmt.Sprintf("tool_result id %q is not in the paused assistant turn", b.ToolUseID))
+			return nil, mergeError("client returned a duplicate tool_result for id " + rustQuote(b.ToolUseID))
 		}
 		client[b.ToolUseID] = b.Raw
+		ids = append(ids, b.ToolUseID)
+	}
+	for _, id := range ids {
+		if !expected[id] {
+			return nil, mergeError("tool_result id " + rustQuote(id) + " is not in the paused assistant turn")
+		}
 	}
 	out := make([]json.RawMessage, 0, len(p.toolUses)+len(extras))
 	for _, tu := range p.toolUses {
@@ -131,7 +133,7 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 		} else if r, ok := client[tu.ID]; ok {
 			out = append(out, r)
 		} else {
-			return nil, mergeError(fmt.Sprintf("no tool_result for tool_use id %q", tu.ID))
+			return nil, mergeError("no tool_result for tool_use id " + rustQuote(tu.ID))
 		}
 	}
 	return mustJSON(append(out, extras...)), nil

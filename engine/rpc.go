@@ -3,7 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/baton-engine/baton"
 )
@@ -156,33 +157,22 @@ func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json
 	if err != nil {
 		return err
 	}
-	if raw == nil {
-		return baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "tools"`)
-	}
-	var tools []baton.ToolDef
-	if err := json.Unmarshal(raw, &tools); err != nil {
-		return baton.Errorf(baton.ECodeInvalidParams, "Invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	for i := range tools {
-		if strings.TrimSpace(tools[i].Name) == "" {
-			return baton.Errorf(baton.ECodeInvalidParams, `Invalid params: every tool requires a non-empty "name"`)
-		}
-		if len(tools[i].InputSchema) == 0 || string(tools[i].InputSchema) == "null" {
-			tools[i].InputSchema = json.RawMessage(`{}`)
-		}
+	tools, err := parseClientTools(raw)
+	if err != nil {
+		return err
 	}
 	prof, err := e.store.Profile(ctx, s.ProfileID)
 	if err != nil {
 		return baton.Errorf(baton.ECodeInternal, "Internal error")
 	}
 	for _, t := range tools {
-		if t.Name == reservedToolName {
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: %s is reserved", reservedToolName)
+		if t.Name == reservedToolName { // BAE words it as any other name
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", rustQuote(reservedToolName))
 		}
 	}
 	for _, t := range tools {
 		if !prof.Allows(t.Name) {
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %q is not in the profile's allowlist", t.Name)
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", rustQuote(t.Name))
 		}
 	}
 	defer e.dropRow(s.ID)
@@ -191,8 +181,55 @@ func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json
 
 // Unsubscribe ends every session.subscribe stream of the session.
 func (e *Engine) Unsubscribe(_ context.Context, key *baton.Key) error {
-	e.hub.End(key.Name, baton.SubObserver)
+	e.feeds.unsubscribe(e.hub, key.Name)
 	return nil
+}
+
+// feeds tracks the live session.subscribe feeds of every session, so that
+// a feed that ends can tell an unsubscribe from its session's close: a
+// session in state error keeps its feeds until either. The zero value is
+// ready to use.
+type feeds struct {
+	mu sync.Mutex // held across the hub calls, so that no feed starts between marking and ending
+	m  map[string]map[*feedEnd]struct{}
+}
+
+// feedEnd is set on a feed that session.unsubscribe ended.
+type feedEnd struct{ unsubscribed atomic.Bool }
+
+// subscribe starts an observer subscription of session id.
+func (fs *feeds) subscribe(h baton.Hub, id string) (*feedEnd, baton.Subscription) {
+	f := &feedEnd{}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.m == nil {
+		fs.m = map[string]map[*feedEnd]struct{}{}
+	}
+	if fs.m[id] == nil {
+		fs.m[id] = map[*feedEnd]struct{}{}
+	}
+	fs.m[id][f] = struct{}{}
+	return f, h.Subscribe(id, baton.SubObserver)
+}
+
+// remove forgets a feed that is done.
+func (fs *feeds) remove(id string, f *feedEnd) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	delete(fs.m[id], f)
+	if len(fs.m[id]) == 0 {
+		delete(fs.m, id)
+	}
+}
+
+// unsubscribe marks the session's feeds as unsubscribed and ends them.
+func (fs *feeds) unsubscribe(h baton.Hub, id string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for f := range fs.m[id] {
+		f.unsubscribed.Store(true)
+	}
+	h.End(id, baton.SubObserver)
 }
 
 // replayChunk is how many events a replay reads at a time.
@@ -201,25 +238,30 @@ const replayChunk = 200
 // Subscribe opens a session.subscribe feed (spec-client §9): it
 // subscribes to the live feed first, then replays what followed
 // sinceEventID, then goes live without a gap or a duplicate at the seam.
-// On a session that is not open it replays and then ends.
+// On a closed session it replays and then ends; a session in state error
+// still takes events (spec-client §9), so its feed stays live.
 func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID string, deltas bool) (*baton.Feed, error) {
 	id := key.Name
-	sub := e.hub.Subscribe(id, baton.SubObserver)
+	end, sub := e.feeds.subscribe(e.hub, id)
+	stop := func() {
+		sub.Close()
+		e.feeds.remove(id, end)
+	}
 	s, err := e.store.Session(ctx, id)
 	if err != nil {
-		sub.Close()
+		stop()
 		return nil, err
 	}
 	var (
 		last      int64 // highest seq delivered
 		replaying = sinceEventID != ""
 		buf       []*baton.Event
-		ended     = s.State != baton.StateOpen
+		ended     = s.State == baton.StateClosed
 		closed    = ended
 	)
 	if replaying {
 		if last, err = e.store.EventSeq(ctx, id, sinceEventID); err != nil {
-			sub.Close()
+			stop()
 			return nil, err
 		}
 	}
@@ -274,7 +316,10 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 				if err := sub.Err(); err != nil {
 					return nil, true, err
 				}
-				if s, err := e.store.Session(context.WithoutCancel(ctx), id); err == nil && s.State != baton.StateOpen {
+				// Ended by the session's close, unless an unsubscribe did it:
+				// a session in error is never moved to closed.
+				if s, err := e.store.Session(context.WithoutCancel(ctx), id); err == nil &&
+					(s.State == baton.StateClosed || s.State == baton.StateError && !end.unsubscribed.Load()) {
 					closed = true
 				}
 				return nil, true, nil
@@ -300,28 +345,5 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 		n, ok, _ := step(ctx, false)
 		return n, ok
 	}
-	return &baton.Feed{Next: next, Poll: poll, Closed: func() bool { return closed }, Close: sub.Close}, nil
-}
-
-// parseMessage validates sendMessage's message param:
-// {role?: string, content: any JSON}; role defaults to "user".
-func parseMessage(raw json.RawMessage) (baton.Message, error) {
-	if raw == nil {
-		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "message"`)
-	}
-	var m struct {
-		Role    *string         `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, "Invalid params: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if m.Content == nil {
-		return baton.Message{}, baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing field "content"`)
-	}
-	msg := baton.Message{Role: "user", Content: m.Content}
-	if m.Role != nil {
-		msg.Role = *m.Role
-	}
-	return msg, nil
+	return &baton.Feed{Next: next, Poll: poll, Closed: func() bool { return closed }, Close: stop}, nil
 }

@@ -247,13 +247,13 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 	switch _ = json.Unmarshal(m["state"], &state); state {
 	case "start", "running", "completed", "failed", "cancelled":
 	default:
-		return invalid(`"state" must be one of "start", "running", "completed", "failed", "cancelled"`)
+		return invalid(`"state" must be "start", "running", "completed", "failed", or "cancelled"`)
 	}
 	fields := map[string]string{}
 	for _, f := range []string{"subagent_id", "harness", "model"} {
-		var v string
-		if json.Unmarshal(m[f], &v) != nil || strings.TrimSpace(v) == "" {
-			return invalid(`missing %q`, f)
+		v, ok := stringValue(m[f])
+		if !ok || strings.TrimSpace(v) == "" {
+			return invalid(`"subagent_id", "harness", and "model" must be non-empty strings`)
 		}
 		fields[f] = v
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/wire"
 )
 
 // Dispatch tags: where a tool call is executed.
@@ -215,10 +216,14 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	if r := t.resume; r != nil {
 		merged, err := resumeContent(r, t.msg.Role, t.msg.Content, t.reclaimed)
 		if err != nil {
-			close(t.started)
 			ev := baton.NewEvent(id, t.actor, baton.EventSessionError, map[string]any{
 				"reason": "tool_result_merge_invalid", "detail": err.Error(),
 			})
+			// Other subscribers see it; the caller's stream carries only the
+			// error (as in BAE).
+			ev.ID = baton.NewEventID()
+			t.own[ev.ID] = true
+			close(t.started)
 			_, endErr := e.store.EndSession(tc.wctx, id, baton.StateError, ev)
 			e.dropRow(id) // after the change, so a racing read cannot cache the old row
 			if endErr != nil {
@@ -243,8 +248,11 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	if bs, ok := blocks(content); ok {
 		for _, b := range bs {
 			if b.Type == "tool_result" && !serverIDs[b.ToolUseID] {
+				// The block's members as sent, whatever their type; null
+				// when absent (as BAE).
 				own = append(own, baton.NewEvent(id, t.actor, baton.EventToolResult, map[string]any{
-					"tool_use_id": b.ToolUseID, "dispatch": dispatchClient, "content": b.Content,
+					"tool_use_id": rawOrNull(wire.Param(b.Raw, "tool_use_id")), "dispatch": dispatchClient,
+					"content": rawOrNull(wire.Param(b.Raw, "content")),
 				}))
 			}
 		}

@@ -18,14 +18,15 @@ func checkDeclarations(p *baton.Profile, req *baton.OpenRequest) error {
 	}
 	for _, t := range req.Tools {
 		if !p.Allows(t.Name) {
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool %q is not in the profile's allowlist", t.Name)
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool %s is not in the profile's allowlist", rustQuote(t.Name))
 		}
 	}
 	return checkSubagentTools(req.SubagentTools)
 }
 
 // checkSubagentTools validates remote subagent declarations
-// (spec-client §2.4). PromptVia must already be defaulted to "stdin".
+// (spec-client §2.4), with BAE's detail texts. PromptVia must already be
+// defaulted to "stdin".
 func checkSubagentTools(tools []baton.SubagentToolDef) error {
 	invalid := func(msg string) error { return baton.Errorf(baton.ECodeInvalidSubagentTools, "%s", msg) }
 	for _, t := range tools {
@@ -35,32 +36,23 @@ func checkSubagentTools(tools []baton.SubagentToolDef) error {
 		if t.Name == reservedToolName {
 			return baton.Errorf(baton.ECodeReservedToolName, "%s is reserved", reservedToolName)
 		}
-		if strings.TrimSpace(t.Image) == "" {
-			return invalid("tool " + t.Name + ": image must be a non-empty string")
-		}
-		if len(t.Subagents) == 0 {
-			return invalid("tool " + t.Name + ": subagents must not be empty")
+		if strings.TrimSpace(t.Image) == "" || len(t.Subagents) == 0 {
+			return invalid("image and non-empty subagents are required")
 		}
 		seen := make(map[string]bool, len(t.Subagents))
 		for _, s := range t.Subagents {
-			if strings.TrimSpace(s.Harness) == "" {
-				return invalid("tool " + t.Name + ": harness must be a non-empty string")
-			}
-			if seen[s.Harness] {
-				return invalid("tool " + t.Name + ": duplicate harness " + s.Harness)
+			if strings.TrimSpace(s.Harness) == "" || seen[s.Harness] {
+				return invalid("harness must be non-empty and unique")
 			}
 			seen[s.Harness] = true
-			if strings.TrimSpace(s.CommandTemplate) == "" {
-				return invalid("tool " + t.Name + ": command_template must be a non-empty string")
-			}
-			if !placeholdersValid(s.CommandTemplate, s.PromptVia) {
+			if strings.TrimSpace(s.CommandTemplate) == "" || !placeholdersValid(s.CommandTemplate, s.PromptVia) {
 				return invalid("invalid command_template placeholders")
 			}
-			if s.PromptVia != "stdin" && s.PromptVia != "arg" {
-				return invalid("tool " + t.Name + ": prompt_via must be \"stdin\" or \"arg\"")
+			if s.PromptVia != "stdin" && s.PromptVia != "arg" { // placeholdersValid fails first
+				return invalid(`prompt_via must be "stdin" or "arg"`)
 			}
 			if s.TimeoutSecs != nil && *s.TimeoutSecs == 0 {
-				return invalid("tool " + t.Name + ": timeout_secs must be positive")
+				return invalid("timeout_secs must be a positive integer")
 			}
 		}
 	}

@@ -42,16 +42,19 @@ func TestCheckSubagentTools(t *testing.T) {
 		name string
 		mut  func(*baton.SubagentToolDef)
 		code string
+		msg  string // BAE's detail text
 	}{
-		{"valid", func(*baton.SubagentToolDef) {}, ""},
-		{"blank name", func(d *baton.SubagentToolDef) { d.Name = " " }, baton.ECodeInvalidSubagentTools},
-		{"reserved", func(d *baton.SubagentToolDef) { d.Name = reservedToolName }, baton.ECodeReservedToolName},
-		{"no image", func(d *baton.SubagentToolDef) { d.Image = "" }, baton.ECodeInvalidSubagentTools},
-		{"no subagents", func(d *baton.SubagentToolDef) { d.Subagents = nil }, baton.ECodeInvalidSubagentTools},
-		{"blank harness", func(d *baton.SubagentToolDef) { d.Subagents[0].Harness = "" }, baton.ECodeInvalidSubagentTools},
-		{"duplicate harness", func(d *baton.SubagentToolDef) { d.Subagents = append(d.Subagents, d.Subagents[0]) }, baton.ECodeInvalidSubagentTools},
-		{"blank template", func(d *baton.SubagentToolDef) { d.Subagents[0].CommandTemplate = " " }, baton.ECodeInvalidSubagentTools},
-		{"zero timeout", func(d *baton.SubagentToolDef) { d.Subagents[0].TimeoutSecs = &zero }, baton.ECodeInvalidSubagentTools},
+		{"valid", func(*baton.SubagentToolDef) {}, "", ""},
+		{"blank name", func(d *baton.SubagentToolDef) { d.Name = " " }, baton.ECodeInvalidSubagentTools, "tool name must be a non-empty string"},
+		{"reserved", func(d *baton.SubagentToolDef) { d.Name = reservedToolName }, baton.ECodeReservedToolName, "remote_subagent_status is reserved"},
+		{"no image", func(d *baton.SubagentToolDef) { d.Image = "" }, baton.ECodeInvalidSubagentTools, "image and non-empty subagents are required"},
+		{"no subagents", func(d *baton.SubagentToolDef) { d.Subagents = nil }, baton.ECodeInvalidSubagentTools, "image and non-empty subagents are required"},
+		{"blank harness", func(d *baton.SubagentToolDef) { d.Subagents[0].Harness = "" }, baton.ECodeInvalidSubagentTools, "harness must be non-empty and unique"},
+		{"duplicate harness", func(d *baton.SubagentToolDef) { d.Subagents = append(d.Subagents, d.Subagents[0]) }, baton.ECodeInvalidSubagentTools, "harness must be non-empty and unique"},
+		{"blank template", func(d *baton.SubagentToolDef) { d.Subagents[0].CommandTemplate = " " }, baton.ECodeInvalidSubagentTools, "invalid command_template placeholders"},
+		{"bad placeholder", func(d *baton.SubagentToolDef) { d.Subagents[0].CommandTemplate = "x {cwd}" }, baton.ECodeInvalidSubagentTools, "invalid command_template placeholders"},
+		{"bad prompt_via", func(d *baton.SubagentToolDef) { d.Subagents[0].PromptVia = "file" }, baton.ECodeInvalidSubagentTools, "invalid command_template placeholders"},
+		{"zero timeout", func(d *baton.SubagentToolDef) { d.Subagents[0].TimeoutSecs = &zero }, baton.ECodeInvalidSubagentTools, "timeout_secs must be a positive integer"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,6 +63,9 @@ func TestCheckSubagentTools(t *testing.T) {
 			err := checkSubagentTools([]baton.SubagentToolDef{d})
 			if got := baton.ErrorCode(err); got != tc.code {
 				t.Fatalf("code %q, want %q (err %v)", got, tc.code, err)
+			}
+			if err != nil && baton.ErrorMessage(err) != tc.msg {
+				t.Errorf("message %q, want %q", baton.ErrorMessage(err), tc.msg)
 			}
 		})
 	}

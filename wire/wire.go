@@ -90,13 +90,12 @@ func Parse(body []byte) (*Request, *Error) {
 	if v, ok := rawjson.AppendUnquoted(nil, version); !ok || string(v) != "2.0" {
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
 	}
-	switch {
-	case method == nil || method[0] != '"' && string(method) != "null":
+	// Only a string is a method: absent, null or any other type is missing.
+	if method == nil || method[0] != '"' {
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
-	case method[0] == '"':
-		m, _ := rawjson.AppendUnquoted(nil, method)
-		r.Method = string(m)
 	}
+	m, _ := rawjson.AppendUnquoted(nil, method)
+	r.Method = string(m)
 	if params != nil {
 		r.Params = params
 	}

@@ -30,6 +30,8 @@ func TestParse(t *testing.T) {
 		{"bad version", `{"jsonrpc":"1.0","id":7,"method":"x"}`, "7", CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`, "", ""},
 		{"no method", `{"jsonrpc":"2.0","id":"a"}`, `"a"`, CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
 		{"method not string", `{"jsonrpc":"2.0","id":1,"method":5}`, "1", CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
+		{"method null", `{"jsonrpc":"2.0","id":1,"method":null}`, "1", CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
+		{"method null notification", `{"jsonrpc":"2.0","method":null}`, "", CodeInvalidRequest, `Invalid Request: missing "method"`, "", ""},
 		{"ok no params", `{"jsonrpc":"2.0","id":1,"method":"session.subscribe"}`, "1", 0, "", "session.subscribe", `{}`},
 		{"ok null id is a request", `{"jsonrpc":"2.0","id":null,"method":"m","params":[1]}`, "null", 0, "", "m", `[1]`},
 		{"ok notification", ` {"jsonrpc":"2.0","method":"m","params":{"a":1}} `, "", 0, "", "m", `{"a":1}`},
@@ -342,9 +344,13 @@ func refParse(body []byte) (*Request, *Error) {
 	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`}
 	}
-	if json.Unmarshal(m["method"], &r.Method) != nil || m["method"] == nil {
+	// A JSON string, as serde's as_str: json.Unmarshal would also take
+	// null (leaving "") into a string.
+	var method *string
+	if json.Unmarshal(m["method"], &method) != nil || method == nil {
 		return r, &Error{CodeInvalidRequest, `Invalid Request: missing "method"`}
 	}
+	r.Method = *method
 	if p, ok := m["params"]; ok {
 		r.Params = p
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/adminapi"
+	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/spf13/pflag"
 )
 
@@ -89,7 +90,7 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 		AdminKeyFile:      "/var/lib/bae/admin-key.pem",
 		AdminKeyHashFile:  "/var/lib/bae/admin-key-hash.pem",
 		SandboxDriver:     "docker",
-		MaxBodyBytes:      1 << 20,
+		MaxBodyBytes:      httpx.DefaultMaxBody,
 	}
 	var errs []error
 	str := func(name string, dst *string) {

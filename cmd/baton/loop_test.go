@@ -258,7 +258,9 @@ func TestLoopAbandonmentTimer(t *testing.T) {
 
 // TestLoopResumeMergeErrors: a resume the strict merge rejects answers
 // -32000 "tool result merge invalid: …", logs tool_result_merge_invalid and
-// moves the session to error, recording nothing else.
+// moves the session to error, recording nothing else; so does a message
+// that gives up a cancelled turn with content that is neither a string
+// nor a block array (null included).
 func TestLoopResumeMergeErrors(t *testing.T) {
 	s := startServer(t)
 	result := func(id string) map[string]any {
@@ -267,23 +269,30 @@ func TestLoopResumeMergeErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		role    string
-		content func(id1, id2 string) []any
+		content func(id1, id2 string) any
 		detail  func(id1, id2 string) string
+		cancel  bool // cancelTurn first: the message abandons the calls
 	}{
 		{"missing id", "user",
-			func(id1, _ string) []any { return []any{result(id1)} },
-			func(_, id2 string) string { return fmt.Sprintf("no tool_result for tool_use id %q", id2) }},
+			func(id1, _ string) any { return []any{result(id1)} },
+			func(_, id2 string) string { return fmt.Sprintf("no tool_result for tool_use id %q", id2) }, false},
 		{"duplicate id", "user",
-			func(id1, id2 string) []any { return []any{result(id1), result(id1), result(id2)} },
+			func(id1, id2 string) any { return []any{result(id1), result(id1), result(id2)} },
 			func(id1, _ string) string {
 				return fmt.Sprintf("client returned a duplicate tool_result for id %q", id1)
-			}},
+			}, false},
 		{"unexpected id", "user",
-			func(id1, id2 string) []any { return []any{result(id1), result(id2), result("toolu_bogus")} },
-			func(_, _ string) string { return `tool_result id "toolu_bogus" is not in the paused assistant turn` }},
+			func(id1, id2 string) any { return []any{result(id1), result(id2), result("toolu_bogus")} },
+			func(_, _ string) string { return `tool_result id "toolu_bogus" is not in the paused assistant turn` }, false},
 		{"wrong role", "assistant",
-			func(id1, id2 string) []any { return []any{result(id1), result(id2)} },
-			func(_, _ string) string { return `paused tool continuation must have role "user", got "assistant"` }},
+			func(id1, id2 string) any { return []any{result(id1), result(id2)} },
+			func(_, _ string) string { return `paused tool continuation must have role "user", got "assistant"` }, false},
+		{"abandon with a number", "user",
+			func(_, _ string) any { return 42 },
+			func(_, _ string) string { return "abandonment message content must be a string or content-block array" }, true},
+		{"abandon with null", "user",
+			func(_, _ string) any { return nil },
+			func(_, _ string) string { return "abandonment message content must be a string or content-block array" }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,6 +305,9 @@ func TestLoopResumeMergeErrors(t *testing.T) {
 			if len(calls) != 2 {
 				t.Fatalf("paused reply %s", res)
 			}
+			if tc.cancel {
+				rpcResult(t, s, sid, sk, "session.cancelTurn", map[string]any{})
+			}
 			before := len(loopEvents(t, s, sid))
 
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "session.sendMessage",
@@ -305,6 +317,9 @@ func TestLoopResumeMergeErrors(t *testing.T) {
 			detail := tc.detail(calls[0].ID, calls[1].ID)
 			if last.Error == nil || last.Error.Code != -32000 || last.Error.Message != "tool result merge invalid: "+detail {
 				t.Fatalf("terminal frame %s, want -32000 %q", last.raw, "tool result merge invalid: "+detail)
+			}
+			if len(frames) != 1 { // as BAE: the session.error is not on the sender's stream
+				t.Errorf("%d frames, want only the error: %s", len(frames), frames[0].raw)
 			}
 			if st := loopState(t, s, sid); st != "error" {
 				t.Errorf("session is %s, want error", st)

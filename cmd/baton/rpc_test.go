@@ -155,6 +155,7 @@ func TestRPCFraming(t *testing.T) {
 		{"wrong version", `{"jsonrpc":"1.0","id":"x","method":"session.registerDriver"}`, `{"jsonrpc":"2.0","id":"x","error":{"code":-32600,"message":"Invalid Request: missing or wrong \"jsonrpc\" version"}}`},
 		{"wrong version notification", `{"jsonrpc":"1.0","method":"session.registerDriver"}`, ``},
 		{"missing method", `{"jsonrpc":"2.0","id":3}`, `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"Invalid Request: missing \"method\""}}`},
+		{"null method", `{"jsonrpc":"2.0","id":3,"method":null}`, `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"Invalid Request: missing \"method\""}}`},
 		{"unknown method", `{"jsonrpc":"2.0","id":4,"method":"session.fly"}`, `{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found: session.fly"}}`},
 		{"send before register", `{"jsonrpc":"2.0","id":5,"method":"session.sendMessage","params":{"message":{"content":"hi"}}}`, `{"jsonrpc":"2.0","id":5,"error":{"code":-32001,"message":"call session.registerDriver before session.sendMessage"}}`},
 		{"notification register has no body", `{"jsonrpc":"2.0","method":"session.registerDriver"}`, ``},
@@ -360,7 +361,9 @@ func TestRPCSandboxAndSubagentMethods(t *testing.T) {
 		{"session.reportLocalSandbox", `{"state":"running"}`, -32602, `Invalid params: missing "image"`, ""},
 		{"session.reportLocalSandbox", `{"state":"running","image":5}`, -32602, `Invalid params: "image" must be a string or null`, ""},
 		{"session.reportLocalSandbox", `{"state":"running","unsandboxed":true,"detail":"host"}`, 0, "", `{"reported":true}`},
-		{"session.reportLocalSubagent", `{"state":"start","subagent_id":"a","harness":"h"}`, -32602, `Invalid params: missing "model"`, ""},
+		{"session.reportLocalSubagent", `{"state":"paused"}`, -32602, `Invalid params: "state" must be "start", "running", "completed", "failed", or "cancelled"`, ""},
+		{"session.reportLocalSubagent", `{"state":"start","subagent_id":"a","harness":"h"}`, -32602, `Invalid params: "subagent_id", "harness", and "model" must be non-empty strings`, ""},
+		{"session.reportLocalSubagent", `{"state":"start","subagent_id":" ","harness":"h","model":"m"}`, -32602, `Invalid params: "subagent_id", "harness", and "model" must be non-empty strings`, ""},
 		{"session.reportLocalSubagent", `{"state":"completed","subagent_id":"a","harness":"h","model":"m","exit_code":null}`, -32602, `Invalid params: "exit_code" must be an integer`, ""},
 		{"session.reportLocalSubagent", `{"state":"failed","subagent_id":"a","harness":"h","model":"m","reason":"nonzero_exit","exit_code":2}`, 0, "", `{"reported":true}`},
 	}

@@ -228,6 +228,11 @@ func TestFrameworkRejections(t *testing.T) {
 	if r := raw("application/json", big); r.status != 413 {
 		t.Fatalf("oversize body: %d", r.status)
 	}
+	// The default limit is BAE's, 2 MiB: what BAE takes, Baton takes.
+	fits := `{"client_version":"` + strings.Repeat("a", 2<<20-64) + `"}`
+	if r := raw("application/json", fits); r.status != 201 {
+		t.Fatalf("a body just under 2 MiB: %d %.200s", r.status, r.body)
+	}
 	if r := call(t, "GET", s.clientURL+"/admin/v1/profiles", s.adminKey, nil); r.status != 404 {
 		t.Fatalf("admin route on client port: %d", r.status)
 	}

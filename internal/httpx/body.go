@@ -13,8 +13,9 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// DefaultMaxBody is the request body limit when none is configured: 1 MiB.
-const DefaultMaxBody = 1 << 20
+// DefaultMaxBody is the request body limit when none is configured: 2 MiB,
+// the default of BAE's HTTP framework, so anything BAE takes is taken.
+const DefaultMaxBody = 2 << 20
 
 // Framework rejection texts, as BAE's HTTP framework words them.
 const (
