@@ -1,6 +1,11 @@
 package engine
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/baton-engine/baton/internal/rawjson"
+	"github.com/baton-engine/baton/internal/serde"
+)
 
 // abandonedText is the content of a synthesized result for a client tool
 // call whose turn was abandoned or cancelled.
@@ -17,7 +22,7 @@ func (e mergeError) Error() string { return string(e) }
 // its owner.
 func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bool) (json.RawMessage, error) {
 	if role != "user" {
-		return nil, mergeError("paused tool continuation must have role \"user\", got " + rustQuote(role))
+		return nil, mergeError("paused tool continuation must have role \"user\", got " + serde.Quote(role))
 	}
 	if reclaimed || voluntary(content) {
 		return abandon(p, content)
@@ -28,7 +33,7 @@ func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bo
 // voluntary reports whether the owner sent a plain message instead of tool
 // results: a non-empty string, or a non-empty array without tool_result.
 func voluntary(content json.RawMessage) bool {
-	switch kind(content) {
+	switch rawjson.Kind(content) {
 	case '"':
 		s, _ := stringValue(content)
 		return s != ""
@@ -59,7 +64,7 @@ func abandon(p *parked, content json.RawMessage) (json.RawMessage, error) {
 			out = append(out, toolResult(tu.ID, mustJSON(abandonedText), true))
 		}
 	}
-	switch kind(content) {
+	switch rawjson.Kind(content) {
 	case '"':
 		if s, _ := stringValue(content); s != "" {
 			out = append(out, mustJSON(map[string]string{"type": "text", "text": s}))
@@ -99,7 +104,7 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 		var b block
 		_ = json.Unmarshal(r, &b)
 		if _, dup := server[b.ToolUseID]; dup {
-			return nil, mergeError("server produced a duplicate tool_result for id " + rustQuote(b.ToolUseID))
+			return nil, mergeError("server produced a duplicate tool_result for id " + serde.Quote(b.ToolUseID))
 		}
 		server[b.ToolUseID] = r
 		ids = append(ids, b.ToolUseID)
@@ -116,14 +121,14 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 			continue // the server's own result wins
 		}
 		if _, dup := client[b.ToolUseID]; dup {
-			return nil, mergeError("client returned a duplicate tool_result for id " + rustQuote(b.ToolUseID))
+			return nil, mergeError("client returned a duplicate tool_result for id " + serde.Quote(b.ToolUseID))
 		}
 		client[b.ToolUseID] = b.Raw
 		ids = append(ids, b.ToolUseID)
 	}
 	for _, id := range ids {
 		if !expected[id] {
-			return nil, mergeError("tool_result id " + rustQuote(id) + " is not in the paused assistant turn")
+			return nil, mergeError("tool_result id " + serde.Quote(id) + " is not in the paused assistant turn")
 		}
 	}
 	out := make([]json.RawMessage, 0, len(p.toolUses)+len(extras))
@@ -133,7 +138,7 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 		} else if r, ok := client[tu.ID]; ok {
 			out = append(out, r)
 		} else {
-			return nil, mergeError("no tool_result for tool_use id " + rustQuote(tu.ID))
+			return nil, mergeError("no tool_result for tool_use id " + serde.Quote(tu.ID))
 		}
 	}
 	return mustJSON(append(out, extras...)), nil

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/serde"
 )
 
 // openSession reads the session and enforces the S gate.
@@ -167,12 +168,12 @@ func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json
 	}
 	for _, t := range tools {
 		if t.Name == reservedToolName { // BAE words it as any other name
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", rustQuote(reservedToolName))
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", serde.Quote(reservedToolName))
 		}
 	}
 	for _, t := range tools {
 		if !prof.Allows(t.Name) {
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", rustQuote(t.Name))
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: tool %s is not in the profile's allowlist", serde.Quote(t.Name))
 		}
 	}
 	defer e.dropRow(s.ID)

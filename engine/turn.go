@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/baton-engine/baton"
-	"github.com/baton-engine/baton/wire"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // Dispatch tags: where a tool call is executed.
@@ -251,8 +251,8 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 				// The block's members as sent, whatever their type; null
 				// when absent (as BAE).
 				own = append(own, baton.NewEvent(id, t.actor, baton.EventToolResult, map[string]any{
-					"tool_use_id": rawOrNull(wire.Param(b.Raw, "tool_use_id")), "dispatch": dispatchClient,
-					"content": rawOrNull(wire.Param(b.Raw, "content")),
+					"tool_use_id": rawOrNull(rawjson.Member(b.Raw, "tool_use_id")), "dispatch": dispatchClient,
+					"content": rawOrNull(rawjson.Member(b.Raw, "content")),
 				}))
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/serde"
 )
 
 // checkDeclarations runs spec-client §2.2 checks 4–6 on an open or join
@@ -18,7 +19,7 @@ func checkDeclarations(p *baton.Profile, req *baton.OpenRequest) error {
 	}
 	for _, t := range req.Tools {
 		if !p.Allows(t.Name) {
-			return baton.Errorf(baton.ECodeToolNotAllowed, "tool %s is not in the profile's allowlist", rustQuote(t.Name))
+			return baton.Errorf(baton.ECodeToolNotAllowed, "tool %s is not in the profile's allowlist", serde.Quote(t.Name))
 		}
 	}
 	return checkSubagentTools(req.SubagentTools)

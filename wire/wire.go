@@ -116,14 +116,7 @@ func memberKey(dst, raw []byte) []byte {
 // looked up by key (spec-client §4.1). Params come from Parse, so they
 // are valid JSON; a duplicate key's last value counts.
 func Param(params json.RawMessage, key string) json.RawMessage {
-	var found json.RawMessage
-	var buf []byte
-	_ = rawjson.EachMember(params, func(k, val []byte) {
-		if buf = memberKey(buf[:0], k); string(buf) == key {
-			found = val
-		}
-	})
-	return found
+	return rawjson.Member(params, key)
 }
 
 // codes maps Baton error codes to JSON-RPC codes: the one table of this

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/serde"
 )
 
 // DefaultMaxBody is the request body limit when none is configured: 2 MiB,
@@ -93,7 +94,7 @@ func DecodeObject(body []byte) (Object, error) {
 // ObjectAt decodes raw, a valid JSON value found at path, as an object.
 func ObjectAt(path string, raw json.RawMessage) (Object, error) {
 	if Kind(raw) != '{' {
-		return Object{}, Shape(path, "invalid type: %s, expected a map", describe(raw))
+		return Object{}, Shape(path, "invalid type: %s, expected a map", serde.Unexpected(raw))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -155,7 +156,7 @@ func (o Object) OptString(key string) (*string, error) {
 func (o Object) str(key string, raw json.RawMessage) (string, error) {
 	var s string
 	if Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", Shape(o.Path(key), "invalid type: %s, expected a string", describe(raw))
+		return "", Shape(o.Path(key), "invalid type: %s, expected a string", serde.Unexpected(raw))
 	}
 	return s, nil
 }
@@ -181,7 +182,7 @@ func (o Object) RequiredArray(key string) ([]json.RawMessage, error) {
 
 func (o Object) array(key string, raw json.RawMessage) ([]json.RawMessage, error) {
 	if Kind(raw) != '[' {
-		return nil, Shape(o.Path(key), "invalid type: %s, expected a sequence", describe(raw))
+		return nil, Shape(o.Path(key), "invalid type: %s, expected a sequence", serde.Unexpected(raw))
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
@@ -199,7 +200,7 @@ func (o Object) OptUint(key string) (*uint64, error) {
 	}
 	n, err := strconv.ParseUint(string(raw), 10, 64)
 	if err != nil {
-		return nil, Shape(o.Path(key), "invalid value: %s, expected u64", describe(raw))
+		return nil, Shape(o.Path(key), "invalid value: %s, expected u64", serde.Unexpected(raw))
 	}
 	return &n, nil
 }
@@ -215,28 +216,4 @@ func Kind(raw json.RawMessage) byte {
 		return c
 	}
 	return 0
-}
-
-// describe names a JSON value's type the way BAE's deserializer does in
-// its messages.
-func describe(raw json.RawMessage) string {
-	switch Kind(raw) {
-	case '{':
-		return "map"
-	case '[':
-		return "sequence"
-	case 'n':
-		return "null"
-	case 't':
-		return "boolean `true`"
-	case 'f':
-		return "boolean `false`"
-	case '"':
-		return "string " + strings.TrimSpace(string(raw))
-	}
-	s := strings.TrimSpace(string(raw))
-	if strings.ContainsAny(s, ".eE") {
-		return "floating point `" + s + "`"
-	}
-	return "integer `" + s + "`"
 }

@@ -17,6 +17,7 @@ package rawjson
 import (
 	"bytes"
 	"errors"
+	"unicode/utf8"
 )
 
 var (
@@ -183,4 +184,33 @@ func EachElement(arr []byte, fn func(elem []byte)) error {
 			return errArray
 		}
 	}
+}
+
+// Kind returns the first byte of the JSON value b, which names its type:
+// one of { [ " t f n, a digit or '-' for a number, or 0 when b holds no
+// value.
+func Kind(b []byte) byte {
+	if i := SkipSpace(b, 0); i < len(b) {
+		return b[i]
+	}
+	return 0
+}
+
+// Member returns the raw value of the member of object obj whose key,
+// unescaped, is key (the last one when the key repeats), or nil when obj
+// is not an object or has no such member.
+func Member(obj []byte, key string) []byte {
+	var found, buf []byte
+	_ = EachMember(obj, func(k, val []byte) {
+		if bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k) {
+			if string(k) == key {
+				found = val
+			}
+			return
+		}
+		if buf, _ = AppendUnescaped(buf[:0], k); string(buf) == key {
+			found = val
+		}
+	})
+	return found
 }

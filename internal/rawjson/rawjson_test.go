@@ -240,3 +240,26 @@ func TestAppendMessagesMatchesEncodeJSON(t *testing.T) {
 		t.Errorf("AppendRaw = %s", got)
 	}
 }
+
+func TestMemberAndKind(t *testing.T) {
+	obj := []byte(` {"a":1, "\u0062":[2], "a":"last", "c\u00e9":null, "x\ud800":3}`)
+	for key, want := range map[string]string{
+		"a":       `"last"`, // the last of repeated keys
+		"b":       `[2]`,    // an escaped key
+		"cé":      `null`,
+		"x\uFFFD": `3`, // a lone surrogate reads as U+FFFD, as encoding/json
+		"z":       ``,
+	} {
+		if got := string(Member(obj, key)); got != want {
+			t.Errorf("Member(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if Member([]byte(`[1]`), "a") != nil || Member(nil, "a") != nil {
+		t.Error("Member of a non-object is not nil")
+	}
+	for raw, want := range map[string]byte{` {}`: '{', "\n[": '[', `"s"`: '"', `-1`: '-', `null`: 'n', ``: 0, `  `: 0} {
+		if got := Kind([]byte(raw)); got != want {
+			t.Errorf("Kind(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
