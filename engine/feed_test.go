@@ -10,11 +10,10 @@ import (
 	"github.com/baton-engine/baton/store"
 )
 
-// TestSubscribePoll: Poll hands out replayed and already-published events
-// without waiting, says when nothing is ready, and leaves the end of the
-// feed for Next to report.
-func TestSubscribePoll(t *testing.T) {
-	ctx := context.Background()
+// feedEngine returns an engine whose store publishes every commit to its
+// hub, and a session in that store.
+func feedEngine(t *testing.T) (*engine.Engine, *store.DB, *baton.Session) {
+	t.Helper()
 	feed := hub.New(0)
 	db, s := storeWithSession(t, store.Options{OnCommit: func(evs []*baton.Event) {
 		for _, ev := range evs {
@@ -22,7 +21,16 @@ func TestSubscribePoll(t *testing.T) {
 		}
 	}})
 	e := engine.New(engine.Options{Store: db, Hub: feed, ClientSweep: -1})
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
+	return e, db, s
+}
+
+// TestSubscribePoll: Poll hands out replayed and already-published events
+// without waiting, says when nothing is ready, and leaves the end of the
+// feed for Next to report.
+func TestSubscribePoll(t *testing.T) {
+	ctx := context.Background()
+	e, db, s := feedEngine(t)
 	add := func(typ string) *baton.Event {
 		ev := baton.NewEvent(s.ID, "key_1", typ, struct{}{})
 		if err := db.Append(ctx, ev); err != nil {
@@ -70,14 +78,7 @@ func TestSubscribePoll(t *testing.T) {
 // session's feed ends after the replay, reported as closed.
 func TestSubscribeErrorSessionStaysLive(t *testing.T) {
 	ctx := context.Background()
-	feed := hub.New(0)
-	db, s := storeWithSession(t, store.Options{OnCommit: func(evs []*baton.Event) {
-		for _, ev := range evs {
-			feed.Publish(baton.Notice{Event: ev})
-		}
-	}})
-	e := engine.New(engine.Options{Store: db, Hub: feed, ClientSweep: -1})
-	defer e.Close()
+	e, db, s := feedEngine(t)
 	key := &baton.Key{Name: s.ID, ClientID: "key_1"}
 	first := baton.NewEvent(s.ID, "key_1", "a.first", struct{}{})
 	if err := db.Append(ctx, first); err != nil {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,18 +104,7 @@ func (f *callFeed) twoCallIDs(t *testing.T) map[float64]string {
 // events route).
 func loggedResult(t *testing.T, url, token, callID string) bool {
 	t.Helper()
-	r := call(t, "GET", url, token, nil)
-	mustStatus(t, r, 200)
-	var page struct {
-		Items []struct {
-			EventType string          `json:"event_type"`
-			Payload   json.RawMessage `json:"payload"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(r.body, &page); err != nil {
-		t.Fatal(err)
-	}
-	for _, it := range page.Items {
+	for _, it := range eventPage(t, call(t, "GET", url, token, nil)) {
 		if it.EventType == "client.tool.result" && strings.Contains(string(it.Payload), `"call_id":"`+callID+`"`) {
 			return true
 		}
@@ -176,30 +163,14 @@ func TestClientResultSurvivesKillAfterAck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := baseEnv(dir)
-	env["BAE_LOG"] = "info"
-	env["BATON_CLIENT_CALL_TIMEOUT"] = "600"
-	srv := startChild(t, env)
-	adminKeyB, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminKey := strings.TrimSpace(string(adminKeyB))
-	r := call(t, "POST", srv.adminURL+"/admin/v1/profiles", adminKey, map[string]any{"name": "p", "primary_provider": "script"})
-	mustStatus(t, r, 201)
-	r = call(t, "POST", srv.adminURL+"/admin/v1/keys", adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
-	mustStatus(t, r, 201)
+	srv, env, adminKey, clientKey := crashServer(t, map[string]string{"BATON_CLIENT_CALL_TIMEOUT": "600"})
 	ctx := loopCtx(t)
-	sess, err := client.NewHarness(client.Config{BaseURL: srv.clientURL, ClientKey: r.json(t)["key"].(string)}).Connect(ctx)
+	sess, err := client.NewHarness(client.Config{BaseURL: srv.clientURL, ClientKey: clientKey}).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "/v1/sessions/" + sess.ID + "/clients"
-	r = call(t, "POST", srv.clientURL+base, sess.Key, regBody("lap", never(), rtool("echo")))
+	r := call(t, "POST", srv.clientURL+base, sess.Key, regBody("lap", never(), rtool("echo")))
 	mustStatus(t, r, 201)
 	id := r.json(t)["id"].(string)
 	sendCtx, stopSend := context.WithCancel(ctx)

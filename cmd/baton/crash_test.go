@@ -5,8 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/baton-engine/baton/mcp/mcptest"
-	"github.com/baton-engine/baton/sandbox"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-engine/baton/mcp/mcptest"
+	"github.com/baton-engine/baton/sandbox"
 )
 
 // TestMain lets the test binary act as the baton binary when re-executed
@@ -90,6 +92,32 @@ func startChild(t *testing.T, env map[string]string) *child {
 	return c
 }
 
+// crashServer starts a child server on the test config (env plus extra)
+// with a profile on the scripted provider and a client key for it. It
+// returns the child, the env that restarts it on the same data, the admin
+// key and the client key.
+func crashServer(t *testing.T, extra map[string]string) (srv *child, env map[string]string, adminKey, clientKey string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = baseEnv(dir)
+	env["BAE_LOG"] = "info"
+	maps.Copy(env, extra)
+	srv = startChild(t, env)
+	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminKey = strings.TrimSpace(string(b))
+	r := call(t, "POST", srv.adminURL+"/admin/v1/profiles", adminKey, map[string]any{"name": "p", "primary_provider": "script"})
+	mustStatus(t, r, 201)
+	r = call(t, "POST", srv.adminURL+"/admin/v1/keys", adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
+	mustStatus(t, r, 201)
+	return srv, env, adminKey, r.json(t)["key"].(string)
+}
+
 func (c *child) kill() {
 	if c.cmd.ProcessState == nil {
 		c.cmd.Process.Signal(syscall.SIGKILL)
@@ -104,21 +132,7 @@ func TestCrashKeepsAcknowledgedEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600)
-	env := baseEnv(dir)
-	env["BAE_LOG"] = "info"
-	srv := startChild(t, env)
-	adminKeyB, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	adminKey := strings.TrimSpace(string(adminKeyB))
-	r := call(t, "POST", srv.adminURL+"/admin/v1/profiles", adminKey, map[string]any{"name": "p", "primary_provider": "script"})
-	mustStatus(t, r, 201)
-	r = call(t, "POST", srv.adminURL+"/admin/v1/keys", adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
-	mustStatus(t, r, 201)
-	key := r.json(t)["key"].(string)
+	srv, env, adminKey, key := crashServer(t, nil)
 
 	const sessions, target = 100, 3000
 	var (

@@ -111,6 +111,25 @@ func (s *server) scriptedSession(t *testing.T, tools ...string) (string, string,
 	return m["session_id"].(string), m["session_key"].(string), k
 }
 
+// loggedEvent is one event of an events page, as the tests read it.
+type loggedEvent struct {
+	EventType string          `json:"event_type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// eventPage decodes the items of an events page (client or admin port).
+func eventPage(t *testing.T, r *response) []loggedEvent {
+	t.Helper()
+	mustStatus(t, r, 200)
+	var page struct {
+		Items []loggedEvent `json:"items"`
+	}
+	if err := json.Unmarshal(r.body, &page); err != nil {
+		t.Fatalf("events page: %v", err)
+	}
+	return page.Items
+}
+
 func eventTypes(t *testing.T, raw json.RawMessage) []string {
 	t.Helper()
 	var evs []struct {
@@ -246,15 +265,9 @@ func testScriptedTurn(t *testing.T, mutate ...func(map[string]string)) {
 	}
 	// The next provider call saw the whole transcript, tags stripped.
 	r := s.client("GET", "/api/v1/sessions/"+sid+"/events?limit=200", sk, nil)
-	var page struct {
-		Items []struct {
-			EventType string          `json:"event_type"`
-			Payload   json.RawMessage `json:"payload"`
-		} `json:"items"`
-	}
-	json.Unmarshal(r.body, &page)
+	items := eventPage(t, r)
 	var lastReq json.RawMessage
-	for _, it := range page.Items {
+	for _, it := range items {
 		if it.EventType == "provider.request" {
 			lastReq = it.Payload
 		}
@@ -385,15 +398,9 @@ func TestRPCSandboxAndSubagentMethods(t *testing.T) {
 	}
 	// The failed start and the reports are in the log with BAE's payloads.
 	r = s.client("GET", "/api/v1/sessions/"+sid+"/events", sk, nil)
-	var page struct {
-		Items []struct {
-			EventType string          `json:"event_type"`
-			Payload   json.RawMessage `json:"payload"`
-		} `json:"items"`
-	}
-	json.Unmarshal(r.body, &page)
+	items := eventPage(t, r)
 	var got []string
-	for _, it := range page.Items {
+	for _, it := range items {
 		got = append(got, it.EventType+" "+string(it.Payload))
 	}
 	want := []string{

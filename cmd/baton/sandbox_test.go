@@ -143,19 +143,8 @@ func TestDockerSandboxCleanupAtStart(t *testing.T) {
 // payload", with id replaced by ID.
 func sandboxEvents(t *testing.T, s *server, sid, sk, id string) []string {
 	t.Helper()
-	r := s.client("GET", "/api/v1/sessions/"+sid+"/events", sk, nil)
-	mustStatus(t, r, 200)
-	var page struct {
-		Items []struct {
-			EventType string          `json:"event_type"`
-			Payload   json.RawMessage `json:"payload"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(r.body, &page); err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, it := range page.Items {
+	for _, it := range eventPage(t, s.client("GET", "/api/v1/sessions/"+sid+"/events", sk, nil)) {
 		if strings.HasPrefix(it.EventType, "session.sandbox.") && it.EventType != "session.sandbox.available" {
 			out = append(out, it.EventType+" "+strings.ReplaceAll(string(it.Payload), id, "ID"))
 		}
