@@ -15,6 +15,11 @@ const (
 	EventExecutorToolResult   = "executor.tool.result"
 )
 
+// EventExecutorEvent is the type a tool or shell executor's durable
+// session.event is stored under, whatever its own type (kept in the
+// payload), so that an executor cannot write the server's event types.
+const EventExecutorEvent = "executor.event"
+
 // DefaultExecutorCallTimeout bounds one executor tool call
 // (BATON_EXECUTOR_CALL_TIMEOUT).
 const DefaultExecutorCallTimeout = 120 * time.Second

@@ -421,3 +421,62 @@ func TestBrainDeltas(t *testing.T) {
 		t.Fatalf("reply %q", s)
 	}
 }
+
+// TestHandEvent: a tool or shell executor's durable session.event (the
+// executor hub's HandSink, on the same sink as agent events) is
+// committed as executor.event with the hub's payload before HandEvent
+// returns, reaches the session's subscribers, and is attributed to the
+// acting client of the running turn (none between turns). An unknown
+// session is forbidden; a closed one takes nothing.
+func TestHandEvent(t *testing.T) {
+	r := newBrainRig(t)
+	hs, ok := r.b.sink.(interface {
+		HandEvent(ctx context.Context, sessionID string, payload json.RawMessage) error
+	})
+	if !ok {
+		t.Fatal("the engine's sink records no hand events")
+	}
+	sub := r.feed.Subscribe(r.sid, baton.SubObserver)
+	defer sub.Close()
+	payload := `{"type":"build.log","data":{"line":"a"},"executor_id":"exe_a","environment_id":"env_1"}`
+	if err := hs.HandEvent(r.ctx, r.sid, json.RawMessage(payload)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := r.db.EventsOfType(r.ctx, r.sid, []string{"executor.event"})
+	if err != nil || len(stored) != 1 || string(stored[0].Payload) != payload || stored[0].ClientKeyID != "" {
+		t.Fatalf("stored before HandEvent returned: %+v %v", stored, err)
+	}
+	if n := got(t, sub.C()); n.Event == nil || n.Event.ID != stored[0].ID {
+		t.Fatalf("subscriber got %+v", n)
+	}
+
+	turn := r.send(r.owner, "go")
+	st := got(t, r.b.starts)
+	if err := hs.HandEvent(r.ctx, r.sid, json.RawMessage(`{"type":"x","data":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n := got(t, sub.C())
+		if n.Event != nil && n.Event.Type == "executor.event" {
+			if n.Event.ClientKeyID != r.owner.ClientID {
+				t.Errorf("during a turn attributed to %q, want the acting client %q", n.Event.ClientKeyID, r.owner.ClientID)
+			}
+			break
+		}
+	}
+	r.emit(st.TurnID, baton.AgentStatusIdle, `,"turn_outcome":"completed"`)
+	result(t, turn)
+
+	if err := hs.HandEvent(r.ctx, "ses_nope", json.RawMessage(payload)); baton.ErrorCode(err) != baton.ECodeForbidden {
+		t.Errorf("unknown session: %v", err)
+	}
+	if err := r.e.CloseSession(r.ctx, r.owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.HandEvent(r.ctx, r.sid, json.RawMessage(payload)); err != nil {
+		t.Fatalf("closed session: %v", err)
+	}
+	if stored, _ := r.db.EventsOfType(r.ctx, r.sid, []string{"executor.event"}); len(stored) != 2 {
+		t.Errorf("%d executor.event events, want 2 (none after close)", len(stored))
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -191,4 +192,48 @@ func executorContent(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return mustJSON(items)
+}
+
+// HandEvent records a tool or shell executor's durable session.event
+// (the executor hub's HandSink): committed as executor.event with the
+// hub's payload {type, data, executor_id, environment_id | machine_id,
+// executor_session_id?}, attributed to the acting client of the turn the
+// session runs (none between turns), before the executor gets its
+// acknowledgement. An unknown session is forbidden; one that is no longer
+// open takes nothing: the event is acknowledged and dropped, as a brain's
+// after close.
+func (k brainSink) HandEvent(ctx context.Context, sessionID string, payload json.RawMessage) error {
+	e := k.e
+	s, err := e.store.Session(ctx, sessionID)
+	if baton.ErrorCode(err) == baton.ECodeNotFound {
+		return baton.Errorf(baton.ECodeForbidden, "unknown session %s", sessionID)
+	}
+	if err != nil || s.State != baton.StateOpen {
+		return err
+	}
+	return e.store.Append(ctx, &baton.Event{SessionID: sessionID, ClientKeyID: e.turnActor(sessionID), Type: baton.EventExecutorEvent, Payload: payload})
+}
+
+// turnActor is the acting client of the session's running turn — a
+// server turn's, or a brain turn's — or "" when none runs.
+func (e *Engine) turnActor(sessionID string) string {
+	e.mu.Lock()
+	a := e.actors[sessionID]
+	e.mu.Unlock()
+	if a != nil {
+		a.mu.Lock()
+		t := a.running
+		a.mu.Unlock()
+		if t != nil {
+			return t.actor
+		}
+	}
+	if bs := e.brains.get(sessionID); bs != nil {
+		bs.mu.Lock()
+		defer bs.mu.Unlock()
+		if bs.turn != nil {
+			return bs.turn.actor
+		}
+	}
+	return ""
 }

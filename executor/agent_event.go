@@ -11,7 +11,9 @@ import (
 )
 
 // agentLocked finds the agent session a message from c is about: it must
-// be one of c's executor's, and epoch (when positive) one it was given.
+// be one of c's executor's, and epoch (when positive) its current one —
+// an older epoch is a stale owner's (spec/executor.md "Leases"), -32013;
+// the register that resumed the session told the executor the new one.
 func (c *conn) agentLocked(sessionID string, epoch int64) (*agentSession, *proto.Error) {
 	h := c.hub
 	a := h.ag.sessions[sessionID]
@@ -21,6 +23,8 @@ func (c *conn) agentLocked(sessionID string, epoch int64) (*agentSession, *proto
 			WithData(proto.ErrorData{Reason: proto.ReasonForbidden})
 	case epoch > a.epoch():
 		return nil, proto.Conflict(proto.ReasonStaleEpoch, fmt.Sprintf("session %s has no epoch %d", sessionID, epoch), nil)
+	case epoch > 0 && epoch < a.epoch():
+		return nil, proto.Conflict(proto.ReasonStaleEpoch, fmt.Sprintf("epoch %d of session %s is stale: the session is at epoch %d", epoch, sessionID, a.epoch()), nil)
 	}
 	return a, nil
 }

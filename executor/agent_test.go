@@ -22,9 +22,17 @@ type fakeSink struct {
 	ixs    chan *baton.Interaction
 	ended  chan string // "<interaction id> <status> <reason>"
 	lost   chan lostReport
+	hands  chan handReport
+	gate   chan struct{} // when set, HandEvent waits for it before it returns
 
 	mu   sync.Mutex
-	fail error // the next AgentEvent fails with it
+	fail error // the next AgentEvent or HandEvent fails with it
+}
+
+// handReport is one HandEvent call.
+type handReport struct {
+	session string
+	payload map[string]any
 }
 
 type lostReport struct {
@@ -34,7 +42,29 @@ type lostReport struct {
 
 func newSink() *fakeSink {
 	return &fakeSink{events: make(chan *baton.AgentEvent, 64), deltas: make(chan *baton.AgentDelta, 64),
-		ixs: make(chan *baton.Interaction, 64), ended: make(chan string, 64), lost: make(chan lostReport, 64)}
+		ixs: make(chan *baton.Interaction, 64), ended: make(chan string, 64), lost: make(chan lostReport, 64),
+		hands: make(chan handReport, 64)}
+}
+
+var _ HandSink = (*fakeSink)(nil)
+
+func (s *fakeSink) HandEvent(_ context.Context, sessionID string, payload json.RawMessage) error {
+	s.mu.Lock()
+	err, gate := s.fail, s.gate
+	s.fail = nil
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var p map[string]any
+	if e := json.Unmarshal(payload, &p); e != nil {
+		return e
+	}
+	s.hands <- handReport{sessionID, p}
+	if gate != nil {
+		<-gate
+	}
+	return nil
 }
 
 func (s *fakeSink) AgentEvent(_ context.Context, ev *baton.AgentEvent) error {
@@ -92,9 +122,16 @@ func brainEnv(t *testing.T) (*env, *fakeSink) {
 // capability.
 func (e *env) agentExecutor(t *testing.T, id string, ag proto.AgentCapability, resume *proto.Resume) *texec {
 	t.Helper()
-	x := e.dial(t, e.machineToken("mch_1", "cred_1"))
-	x.register(proto.RegisterParams{ExecutorID: id, Capabilities: proto.Capabilities{Agent: &ag}, Resume: resume})
+	x, _ := e.agentRegister(t, id, ag, resume)
 	return x
+}
+
+// agentRegister is agentExecutor that also returns the register result.
+func (e *env) agentRegister(t *testing.T, id string, ag proto.AgentCapability, resume *proto.Resume) (*texec, proto.RegisterResult) {
+	t.Helper()
+	x := e.dial(t, e.machineToken("mch_1", "cred_1"))
+	res := x.register(proto.RegisterParams{ExecutorID: id, Capabilities: proto.Capabilities{Agent: &ag}, Resume: resume})
+	return x, res
 }
 
 func (e *env) startAsync(turn baton.BrainTurn) <-chan error {
@@ -404,7 +441,9 @@ func TestInteractions(t *testing.T) {
 
 // TestAgentResume: the executor's connection dies mid-turn with an answer
 // and a custom tool result unanswered and an event unacknowledged; it
-// resumes and gets both again, and its resent event is a duplicate.
+// resumes, is told the session's new epoch, gets both again, and its
+// resent event (under the new epoch) is a duplicate; the old epoch is
+// fenced.
 func TestAgentResume(t *testing.T) {
 	e, sink := brainEnv(t)
 	x := e.agentExecutor(t, "exe_a", proto.AgentCapability{CustomTools: true}, nil)
@@ -426,8 +465,17 @@ func TestAgentResume(t *testing.T) {
 	x.kill()
 	e.clock.waitArmed(t, window)
 
-	y := e.agentExecutor(t, "exe_a", proto.AgentCapability{CustomTools: true},
+	y, res := e.agentRegister(t, "exe_a", proto.AgentCapability{CustomTools: true},
 		&proto.Resume{ExecutorID: "exe_a", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: ep, AckedSequence: ptr(int64(2))}}})
+	if len(res.Sessions) != 1 || res.Sessions[0].SessionID != "ses_1" || res.Sessions[0].Epoch <= ep ||
+		res.Sessions[0].AckedSequence == nil || *res.Sessions[0].AckedSequence != 2 {
+		t.Fatalf("register result sessions %+v: want ses_1 at a new epoch, acked 2", res.Sessions)
+	}
+	old := ep
+	ep = res.Sessions[0].Epoch
+	if got := e.hub.BrainEpoch("ses_1"); got != ep {
+		t.Fatalf("brain epoch %d, told %d", got, ep)
+	}
 	got := map[string]*proto.Frame{}
 	for range 2 {
 		f := y.next()
@@ -444,6 +492,16 @@ func TestAgentResume(t *testing.T) {
 	if rp.InteractionID != appr || rp.Answer == nil || rp.Answer.Decision != "allow" ||
 		cr.ToolUseID != "toolu_1" || string(cr.Content) != `[{"type":"text","text":"42"}]` {
 		t.Fatalf("re-sent %+v %+v", rp, cr)
+	}
+	// Events of the epoch before the resume are a stale owner's, even a
+	// duplicate.
+	for _, ev := range []proto.SessionEventParams{
+		agentEvent("ses_1", old, "trn_1", "toolu_1", 2, `{"type":"agent.custom_tool_use","name":"lookup","input":{}}`),
+		agentEvent("ses_1", old, "trn_1", "evt_3", 3, `{"type":"agent.message","content":[]}`),
+	} {
+		if pe := y.fails(proto.MethodSessionEvent, ev); pe.Code != proto.CodeConflict || pe.Detail().Reason != proto.ReasonStaleEpoch {
+			t.Fatalf("event %s of the old epoch: %+v", ev.EventID, pe)
+		}
 	}
 	if got := y.acked(agentEvent("ses_1", ep, "trn_1", "toolu_1", 2, `{"type":"agent.custom_tool_use","name":"lookup","input":{}}`)); got != 2 {
 		t.Fatalf("resent event acked %d", got)
@@ -510,12 +568,19 @@ func TestAgentLost(t *testing.T) {
 // takes it back from the resume's acked_sequence.
 func TestAgentResumeAfterHarnessRestart(t *testing.T) {
 	e, sink := brainEnv(t)
-	x := e.agentExecutor(t, "exe_a", proto.AgentCapability{},
+	x, res := e.agentRegister(t, "exe_a", proto.AgentCapability{},
 		&proto.Resume{ExecutorID: "exe_a", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_9", Epoch: 7, AckedSequence: ptr(int64(4))}}})
-	if got := x.acked(agentEvent("ses_9", 7, "trn_9", "evt_4", 4, `{"type":"agent.message","content":[]}`)); got != 4 {
+	if len(res.Sessions) != 1 || res.Sessions[0].SessionID != "ses_9" || res.Sessions[0].Epoch <= 7 || *res.Sessions[0].AckedSequence != 4 {
+		t.Fatalf("register result sessions %+v", res.Sessions)
+	}
+	ep := res.Sessions[0].Epoch
+	if pe := x.fails(proto.MethodSessionEvent, agentEvent("ses_9", 7, "trn_9", "evt_5", 5, `{"type":"agent.message","content":[]}`)); pe.Code != proto.CodeConflict {
+		t.Fatalf("event of the old epoch: %+v", pe)
+	}
+	if got := x.acked(agentEvent("ses_9", ep, "trn_9", "evt_4", 4, `{"type":"agent.message","content":[]}`)); got != 4 {
 		t.Fatalf("acked %d", got)
 	}
-	x.acked(agentEvent("ses_9", 7, "trn_9", "evt_5", 5, `{"type":"session.status_idle","turn_outcome":"completed"}`))
+	x.acked(agentEvent("ses_9", ep, "trn_9", "evt_5", 5, `{"type":"session.status_idle","turn_outcome":"completed"}`))
 	if ev := wait(t, sink.events); ev.EventID != "evt_5" || ev.SessionID != "ses_9" || ev.MachineID != "mch_1" {
 		t.Fatalf("event %+v", ev)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/baton-engine/baton"
@@ -23,7 +24,9 @@ var ErrDetached = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor 
 // (a store append) but must not wait on the same binding's requests.
 type Hooks struct {
 	// OnEvent gets each durable session.event once (deduplicated by its
-	// JSON-RPC id); an error is answered to the executor, which resends.
+	// JSON-RPC id) before it is acknowledged; an error is answered to the
+	// executor, which resends. Without it the events are recorded in the
+	// log of Assignment.Events (see HandSink).
 	OnEvent func(b *Binding, p *proto.SessionEventParams) error
 	// OnStatus gets session.status notifications.
 	OnStatus func(b *Binding, p *proto.SessionStatusParams)
@@ -42,6 +45,10 @@ type Assignment struct {
 	Metadata  proto.AssignMetadata
 	Tools     []proto.ToolDef // optional, sent with session.assign
 	Hooks     Hooks
+	// Events is the Baton session whose log takes the binding's durable
+	// session.event messages (through the attached sink's HandSink); ""
+	// refuses them, unless Hooks.OnEvent takes them.
+	Events string
 }
 
 // Binding is a session bound to an executor. Its epoch changes on every
@@ -55,8 +62,10 @@ type Binding struct {
 	meta      proto.AssignMetadata
 	tools     []proto.ToolDef
 	hooks     Hooks
+	events    string        // Assignment.Events
 	readyCh   chan struct{} // closed on session.ready
 	done      chan struct{} // closed when the binding ends
+	deliver   sync.Mutex    // one session.event delivery at a time, across connections
 
 	// guarded by hub.mu
 	epoch    int64
@@ -163,7 +172,7 @@ func (h *Hub) assignTo(ctx context.Context, rec *execRec, a Assignment) (*Bindin
 	}
 	h.epoch++
 	b := &Binding{
-		hub: h, sessionID: a.SessionID, rec: rec, meta: a.Metadata, tools: a.Tools, hooks: a.Hooks,
+		hub: h, sessionID: a.SessionID, rec: rec, meta: a.Metadata, tools: a.Tools, hooks: a.Hooks, events: a.Events,
 		readyCh: make(chan struct{}), done: make(chan struct{}),
 		epoch: h.epoch, first: h.epoch, conn: c,
 		calls: map[string]*call{}, finished: map[string]struct{}{},

@@ -25,6 +25,7 @@ type conn struct {
 
 	grant        *baton.ExecutorGrant // the current token's; refresh replaces it
 	exec         *execRec             // nil until registered
+	spoke        bool                 // a first message came
 	closing      bool
 	closeCode    websocket.StatusCode // why it is closing, once closing
 	closeReason  string
@@ -62,23 +63,57 @@ func (h *Hub) table() map[string]method {
 }
 
 // handle is the connection's proto.Handler: until the connection is
-// registered only executor.register is allowed.
+// registered only executor.register is allowed; anything else is -32600
+// and closes it with 4002.
 func (c *conn) handle(ctx context.Context, f *proto.Frame) (any, error) {
 	h := c.hub
-	h.mu.Lock()
-	registered := c.exec != nil
-	h.mu.Unlock()
-	if !registered && f.Method != proto.MethodRegister {
-		return &proto.Reply{
-			Err:   proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: the first frame must be executor.register"),
-			After: func() { h.shut(c, proto.CloseProtocolError, "first frame must be executor.register") },
-		}, nil
+	if f.Method != proto.MethodRegister {
+		if r := c.unregistered(nil); r != nil {
+			if f.Kind() == proto.KindNotification { // no answer of its own: the error goes out with id null
+				e, shut := r.Err.(*proto.Error), r.After
+				r.After = func() {
+					if err := c.peer.SendError(nil, e); err != nil {
+						h.log.Debug("executor: error before close not sent", slog.String("connection_id", c.id), slog.Any("error", err))
+					}
+					shut()
+				}
+			}
+			return r, nil
+		}
+	} else {
+		h.mu.Lock()
+		c.spoke = true
+		h.mu.Unlock()
 	}
 	m := h.methods[f.Method]
 	if m == nil {
 		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", f.Method)
 	}
 	return m(c, ctx, f)
+}
+
+// unregistered refuses a message on a connection that is not registered:
+// its error e (the protocol's answer to a malformed message), or -32600
+// saying what is missing, then close 4002 (spec/executor.md "First
+// frame"). It is nil once the connection is registered. It is also the
+// peer's Invalid hook, for the messages the handler never sees.
+func (c *conn) unregistered(e *proto.Error) *proto.Reply {
+	h := c.hub
+	h.mu.Lock()
+	registered, first := c.exec != nil, !c.spoke
+	c.spoke = true
+	h.mu.Unlock()
+	if registered {
+		return nil
+	}
+	why := "the first frame must be executor.register"
+	if !first {
+		why = "the connection is not registered; executor.register must succeed first"
+	}
+	if e == nil {
+		e = proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: %s", why)
+	}
+	return &proto.Reply{Err: e, After: func() { h.shut(c, proto.CloseProtocolError, why) }}
 }
 
 func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
@@ -140,6 +175,11 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 	for _, b := range resumed {
 		res.Sessions = append(res.Sessions, proto.SessionEpoch{SessionID: b.sessionID, Epoch: b.epoch})
 	}
+	for _, a := range agents { // the executor stamps its events with the new epoch
+		acked := a.acked
+		res.Sessions = append(res.Sessions, proto.SessionEpoch{SessionID: a.id, Epoch: a.epoch(), AckedSequence: &acked})
+	}
+	slices.SortStableFunc(res.Sessions, func(x, y proto.SessionEpoch) int { return strings.Compare(x.SessionID, y.SessionID) })
 	h.log.Info("executor registered", slog.String("executor_id", id), slog.String("connection_id", c.id),
 		slog.String("scope", g.Scope), slog.String("owner", rec.owner()), slog.Int("resumed", len(resumed)))
 	return &proto.Reply{Result: res, After: func() {

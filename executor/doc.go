@@ -5,7 +5,9 @@
 //
 // Hub serves GET /v1/executors/connect (mount it on the client port). It
 // checks the executor token (baton.ExecutorTokens) and the subprotocol
-// before upgrading, requires executor.register as the first frame, and
+// before upgrading, requires executor.register as the first frame (any
+// other first message — another method, a response, a binary or malformed
+// message — is answered with an error and closed with 4002), and
 // then keeps each connection's lease (heartbeats; two missed close it with
 // 4008) and token deadline (4001, moved by executor.token.refresh). The
 // registry of executors by environment, machine and id, with their
@@ -14,9 +16,13 @@
 // Assign binds a session to an executor (session.assign, then
 // session.ready) and returns a Binding, through which the engine calls
 // tools (tool.call acknowledged, outcome by tool.result, first result
-// wins), cancels them, stops the session and mounts files. Every
+// wins), cancels them, stops the session and mounts files. A bound
+// session's durable session.event goes to Hooks.OnEvent or, for an
+// Assignment naming a Baton session (Events), to the attached sink's
+// HandSink, which commits it before it is acknowledged. Every
 // (re)binding has a new epoch; messages of an older owner are refused
-// with -32013. When a connection drops or its lease expires the
+// with -32013. The register result of a resume lists the resumed
+// sessions, hand and agent ones, with their new epochs. When a connection drops or its lease expires the
 // executor's sessions are detached: an executor that registers again
 // with resume within the resume window gets them back under new epochs
 // and its unanswered tool calls are re-sent; otherwise they end and their
@@ -32,7 +38,8 @@
 // are taken in sequence order and deduplicated by event_id (a gap is
 // -32013 with data.expected_sequence) and handed to the attached
 // baton.AgentSink before they are acknowledged; session.event_delta goes
-// to the sink live. interaction.request opens a platform interaction
+// to the sink live; an agent event of an epoch before the session's
+// current one is -32013. interaction.request opens a platform interaction
 // (idempotent by interaction_id; appr_ ids are adopted), answered through
 // RespondInteraction, expired at expires_at or withdrawn by
 // interaction.cancel. interaction.response, agent.custom_tool_result and
@@ -54,7 +61,7 @@
 // tool.call "process.exec".
 //
 // With Options.Files the hub mounts a Baton session's files (fs.mount) on
-// the machine executors that declared capabilities.fs and serve the
+// the machine executors that declared capabilities.fs.fuse and serve the
 // session — a remote sandbox started with Shell.StartFor, a brain after
 // its first turn — again after every resume and before the view tokens
 // expire, and unmounts them with flush before session.stop or

@@ -155,6 +155,7 @@ func (x *Hands) bind(ctx context.Context, c baton.ExecutorCall) (*Binding, error
 		SessionID: c.SessionID,
 		Metadata:  proto.AssignMetadata{Source: proto.SourceHarness, ProfileID: c.ProfileID},
 		Hooks:     Hooks{OnProgress: x.onProgress, OnResume: x.onResume},
+		Events:    c.SessionID,
 	}
 	t := Target{EnvironmentID: c.EnvironmentID, Tool: c.Name}
 	b, err = x.assign(ctx, t, a)

@@ -68,7 +68,7 @@ type Options struct {
 	// them with -32012 *_token_unavailable.
 	Credentials baton.TurnCredentials
 	// Files mints the views fs.mount sends to machine executors that
-	// declared capabilities.fs (mount.go); nil sends none.
+	// declared capabilities.fs.fuse (mount.go); nil sends none.
 	Files FileViews
 	// FileRenew is how often mounted views are sent again with fresh
 	// tokens; keep it below the view token lifetime. Default
@@ -334,6 +334,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteTimeout: h.writeTimeout,
 		NetConn:      nc,
 		OnClose:      c.ended,
+		Invalid:      c.unregistered,
 	})
 	h.mu.Lock()
 	c.peer = peer

@@ -98,17 +98,83 @@ func TestFirstFrameMustBeRegister(t *testing.T) {
 	e := newEnv(t)
 	tok := e.envToken("env_1", "cred_1")
 	x := e.dial(t, tok)
-	if err := x.fails(proto.MethodHeartbeat, proto.HeartbeatParams{}); err.Code != proto.CodeInvalidRequest {
+	if err := x.fails(proto.MethodHeartbeat, proto.HeartbeatParams{}); err.Code != proto.CodeInvalidRequest ||
+		err.Message != "Invalid Request: the first frame must be executor.register" {
 		t.Fatalf("got %v, want -32600", err)
 	}
 	if code := x.closed(); code != proto.CloseProtocolError {
 		t.Fatalf("close %d, want 4002", code)
 	}
-	// A notification first is just as wrong.
+	// A notification first is just as wrong: its error has id null.
 	y := e.dial(t, tok)
 	y.notify(proto.MethodCapabilitiesUpdate, proto.CapabilitiesUpdateParams{})
+	if f := y.next(); f.Error == nil || f.Error.Code != proto.CodeInvalidRequest || string(f.ID) != "null" {
+		t.Fatalf("answer to a notification first: %+v", f)
+	}
 	if code := y.closed(); code != proto.CloseProtocolError {
 		t.Fatalf("close %d, want 4002", code)
+	}
+}
+
+// TestBadFirstFrame: whatever the first message is, unless it is a
+// well-formed executor.register, it is answered with an error and the
+// connection is closed with 4002 (spec/executor.md "First frame") — also
+// when the peer's decoder, not the connection, is the one to refuse it.
+func TestBadFirstFrame(t *testing.T) {
+	e := newEnv(t)
+	tok := e.envToken("env_1", "cred_1")
+	tests := []struct {
+		name   string
+		binary bool
+		msg    string
+		code   int
+		id     string
+	}{
+		{"not JSON", false, `{nope`, proto.CodeParseError, "null"},
+		{"wrong jsonrpc version", false, `{"jsonrpc":"1.0","id":7,"method":"executor.register","params":{}}`, proto.CodeInvalidRequest, "7"},
+		{"not an object", false, `[1,2]`, proto.CodeInvalidRequest, "null"},
+		{"a response", false, `{"jsonrpc":"2.0","id":1,"result":{}}`, proto.CodeInvalidRequest, "null"},
+		{"an error response", false, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}`, proto.CodeInvalidRequest, "null"},
+		{"a malformed response", false, `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, proto.CodeInvalidRequest, "null"},
+		{"binary", true, `{"jsonrpc":"2.0","id":1,"method":"executor.register","params":{}}`, proto.CodeInvalidRequest, "null"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := e.dial(t, tok)
+			typ := websocket.MessageText
+			if tc.binary {
+				typ = websocket.MessageBinary
+			}
+			if err := x.ws.Write(context.Background(), typ, []byte(tc.msg)); err != nil {
+				t.Fatal(err)
+			}
+			var f *proto.Frame
+			if tc.id == "null" {
+				f = x.next() // answers with id null come as surprises
+			} else {
+				x.mu.Lock()
+				ch := make(chan *proto.Frame, 1)
+				x.waiting[tc.id] = ch
+				x.mu.Unlock()
+				select {
+				case f = <-ch:
+				case <-x.done:
+					select {
+					case f = <-ch:
+					default:
+						t.Fatalf("closed without an answer: %v", x.err)
+					}
+				case <-time.After(guard):
+					t.Fatal("no answer")
+				}
+			}
+			if f.Error == nil || f.Error.Code != tc.code || string(f.ID) != tc.id {
+				t.Fatalf("answer id %s error %+v, want %d with id %s", f.ID, f.Error, tc.code, tc.id)
+			}
+			if code := x.closed(); code != proto.CloseProtocolError {
+				t.Fatalf("close %d, want 4002", code)
+			}
+		})
 	}
 }
 
@@ -123,8 +189,17 @@ func TestMachineWithoutProcessOrAgent(t *testing.T) {
 	if got := e.hub.Executors(Target{}); len(got) != 0 {
 		t.Fatalf("registry after a refused register: %+v", got)
 	}
-	// Still unregistered: anything but register closes it; a corrected
-	// register succeeds.
+	// Still unregistered: anything but register closes it, saying so; a
+	// corrected register succeeds.
+	y := e.dial(t, e.machineToken("mch_1", "cred_m"))
+	y.fails(proto.MethodRegister, proto.RegisterParams{Protocol: proto.SubprotocolV11, Capabilities: tools("grep")})
+	if err := y.fails(proto.MethodHeartbeat, proto.HeartbeatParams{}); err.Code != proto.CodeInvalidRequest ||
+		err.Message != "Invalid Request: the connection is not registered; executor.register must succeed first" {
+		t.Fatalf("heartbeat after a refused register: %v", err)
+	}
+	if code := y.closed(); code != proto.CloseProtocolError {
+		t.Fatalf("close %d, want 4002", code)
+	}
 	res := x.register(proto.RegisterParams{Capabilities: proto.Capabilities{Process: &proto.ProcessCapability{MaxSessions: 2}}})
 	info, ok := e.hub.Executor(res.ExecutorID)
 	if !ok || info.Scope != baton.ExecutorScopeMachine || info.MachineID != "mch_1" || info.Capabilities.Process.MaxSessions != 2 {
@@ -353,11 +428,22 @@ func TestCloseDrainsThenGoesAway(t *testing.T) {
 	if _, err := e.hub.Assign(context.Background(), Target{}, Assignment{SessionID: "s"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("assign after close: %v", err)
 	}
-	// New connections are refused before the upgrade.
+	// New connections are refused before the upgrade: 503 with
+	// Retry-After, in the /v1 envelope, whose closed code set has no
+	// "unavailable": the code is internal and the status says why.
 	_, resp, err := websocket.Dial(context.Background(), e.url, &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + e.envToken("env_1", "cred_1")}}, Subprotocols: []string{proto.SubprotocolV11}})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("dial after close: %v %v", resp, err)
+	}
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Error.Code != "internal" || body.Error.Message != "server is shutting down" || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("refusal %+v, Retry-After %q", body, resp.Header.Get("Retry-After"))
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // Session files on machine executors (seed 003 fs.mount / fs.unmount,
 // spec/executor.md "Files and artifacts"). When the hub has
-// Options.Files and an executor declared capabilities.fs, the hub sends
+// Options.Files and an executor declared capabilities.fs {fuse: true}
+// (seed 003: fs.mount needs the capability fs.fuse), the hub sends
 // fs.mount with views of a Baton session's files:
 //
 //   - a remote shell (Shell.StartFor) right after session.ready, again
@@ -203,11 +204,11 @@ func (h *Hub) renewLocked(m *mount) {
 
 // mountFiles mounts area's files on b's executor (fs.mount, views for
 // b's current epoch) when the hub mints views and the executor declared
-// capabilities.fs; otherwise it does nothing. From then on the mount
+// capabilities.fs.fuse; otherwise it does nothing. From then on the mount
 // follows b: remountFiles after a resume, renewals, unmountFiles.
 func (h *Hub) mountFiles(ctx context.Context, b *Binding, area string) error {
 	h.mu.Lock()
-	if h.fs.views == nil || b.rec.caps.FS == nil || b.ended || h.fs.byBinding[b] != nil {
+	if h.fs.views == nil || !fuse(b.rec.caps) || b.ended || h.fs.byBinding[b] != nil {
 		h.mu.Unlock()
 		return nil
 	}
@@ -278,6 +279,10 @@ func workdir(views []proto.FsView) string {
 	return ""
 }
 
+// fuse reports whether caps declare fs.fuse, the capability fs.mount and
+// fs.unmount need (seed 003); fs {fuse: false} does not.
+func fuse(caps proto.Capabilities) bool { return caps.FS != nil && caps.FS.Fuse }
+
 // WorkspaceView is the name of the default view of a session's files.
 const WorkspaceView = "workspace"
 
@@ -294,11 +299,11 @@ func (h *Hub) mountedCwd(b *Binding) string {
 
 // workspaceOf is turn.start's workspace_path for brain session
 // sessionID on rec: the path its workspace view is mounted at, or "" when
-// the hub mints no views or the executor has no capabilities.fs.
+// the hub mints no views or the executor has no capabilities.fs.fuse.
 func (h *Hub) workspaceOf(rec *execRec, sessionID string, epoch int64) string {
 	h.mu.Lock()
 	views := h.fs.views
-	fs := rec != nil && rec.caps.FS != nil
+	fs := rec != nil && fuse(rec.caps)
 	h.mu.Unlock()
 	if views == nil || !fs {
 		return ""
@@ -343,7 +348,7 @@ func (h *Hub) unmountFiles(ctx context.Context, b *Binding) error {
 func (h *Hub) mountGateLocked(a *agentSession, rec *execRec, c *conn) bool {
 	m := h.fs.byAgent[a]
 	if m == nil {
-		if h.fs.views == nil || rec == nil || rec.caps.FS == nil || a.ended || a.closing || len(a.turns) == 0 && a.acked == 0 {
+		if h.fs.views == nil || rec == nil || !fuse(rec.caps) || a.ended || a.closing || len(a.turns) == 0 && a.acked == 0 {
 			return false
 		}
 		m = &mount{area: a.id, a: a}

@@ -307,3 +307,42 @@ func TestAgentUnmountAfterResume(t *testing.T) {
 		t.Fatalf("requests after the resume (-want +got):\n%s", diff)
 	}
 }
+
+// TestMountNeedsFuse: fs.mount needs the capability fs.fuse (seed 003):
+// an executor declaring fs {fuse: false} gets no fs.mount, neither for a
+// remote shell nor for a brain, and a brain's turn.start names no
+// workspace.
+func TestMountNeedsFuse(t *testing.T) {
+	e := newEnv(t, withFiles)
+	e.hub.Attach(newSink())
+	noFuse := &proto.FSCapability{Fuse: false}
+	s := NewShell(e.hub)
+	defer s.Close()
+	x := e.fsShell(t, "exe_m", proto.Capabilities{Process: &proto.ProcessCapability{}, FS: noFuse})
+	started := make(chan string, 1)
+	go func() {
+		id, err := s.StartFor(context.Background(), "ses_1", "executor:mch_1")
+		if err != nil {
+			t.Error(err)
+		}
+		started <- id
+	}()
+	x.accept()
+	id := wait(t, started)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(context.Background(), id) }()
+	x.reply(x.expect(proto.MethodSessionStop, nil), proto.SessionStopResult{Stopped: true}) // not fs.mount, nor fs.unmount
+	if err := wait(t, stopped); err != nil {
+		t.Fatal(err)
+	}
+
+	y := e.fsShell(t, "exe_a", proto.Capabilities{Agent: &proto.AgentCapability{}, FS: noFuse})
+	if p := e.startOn(t, y, turnOf("ses_2", "trn_1")); p.Metadata.WorkspacePath != "" {
+		t.Errorf("turn.start names workspace %q without fs.fuse", p.Metadata.WorkspacePath)
+	}
+	e.hub.CloseAgent("ses_2")
+	y.reply(y.expect(proto.MethodSessionClose, nil), proto.SessionCloseResult{Closed: true}) // not fs.mount, nor fs.unmount
+	if _, ok := e.hub.CurrentEpoch("ses_2"); ok {
+		t.Error("the file service checks the epoch of a brain without mounted files")
+	}
+}

@@ -25,6 +25,9 @@ func (e *env) resumeAs(t *testing.T, id string, held ...proto.SessionEpoch) (*te
 }
 
 // kill drops the executor's connection without a close handshake.
+// takeEvent is a Hooks.OnEvent taking every event.
+func takeEvent(*Binding, *proto.SessionEventParams) error { return nil }
+
 func (x *texec) kill() {
 	_ = x.ws.CloseNow()
 	<-x.done
@@ -35,7 +38,7 @@ func TestKilledMidCallThenResumed(t *testing.T) {
 	a := e.toolExecutor(t, "exe_a")
 	resumed := make(chan int64, 4)
 	b, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1",
-		Hooks: Hooks{OnResume: func(b *Binding) { resumed <- b.Epoch() }}})
+		Hooks: Hooks{OnResume: func(b *Binding) { resumed <- b.Epoch() }, OnEvent: takeEvent}})
 	done := callAsync(b, "toolu_1", "grep", 0)
 	a.reply(a.expect(proto.MethodToolCall, nil), proto.Accepted{Accepted: true})
 	a.kill() // mid-call
@@ -142,13 +145,13 @@ func TestResumeWindowExpires(t *testing.T) {
 func TestStaleEpochAfterRebinding(t *testing.T) {
 	e := newEnv(t, longLeases)
 	a := e.toolExecutor(t, "exe_a")
-	_, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
+	_, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1", Hooks: Hooks{OnEvent: takeEvent}})
 	a.kill()
 	e.clock.waitArmed(t, window)
 	e.clock.Advance(window)
 	// The session moves to another executor…
 	c := e.toolExecutor(t, "exe_c")
-	nb, np := e.bind(t, c, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
+	nb, np := e.bind(t, c, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1", Hooks: Hooks{OnEvent: takeEvent}})
 	if np.Epoch <= p.Epoch {
 		t.Fatalf("new binding epoch %d not after %d", np.Epoch, p.Epoch)
 	}
@@ -277,7 +280,8 @@ func TestResumeStopsUnknownSessions(t *testing.T) {
 			{SessionID: "ses_2", Epoch: 2},                               // unknown
 			{SessionID: "ses_3", Epoch: 9},                               // unknown
 		}}})
-	if len(res.Sessions) != 1 || res.Sessions[0].SessionID != "ses_1" {
+	if len(res.Sessions) != 2 || res.Sessions[0].SessionID != "ses_0" || res.Sessions[0].Epoch <= 3 ||
+		res.Sessions[1].SessionID != "ses_1" || res.Sessions[1].Epoch <= p.Epoch || res.Sessions[1].AckedSequence != nil {
 		t.Fatalf("resumed %+v", res.Sessions)
 	}
 	var stopped []proto.SessionStopParams

@@ -2,8 +2,10 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -53,6 +55,11 @@ func (c *conn) sessionReady(_ context.Context, f *proto.Frame) (any, error) {
 	return proto.Ack{OK: true}, nil
 }
 
+// sessionEvent serves session.event. An agent executor's (with event_id
+// and sequence) goes to agentEvent; a tool or shell executor's
+// {session_id, epoch, event:{type, data}} is idempotent by its JSON-RPC id
+// and is committed to the Baton session's log (Hooks.OnEvent, or
+// recordHandEvent) before it is acknowledged.
 func (c *conn) sessionEvent(ctx context.Context, f *proto.Frame) (any, error) {
 	var p proto.SessionEventParams
 	if e := f.Bind(&p); e != nil {
@@ -69,21 +76,89 @@ func (c *conn) sessionEvent(ctx context.Context, f *proto.Frame) (any, error) {
 		h.mu.Unlock()
 		return nil, e
 	}
-	if !b.seen.add(key) {
+	ev, e := handEvent(&p)
+	if e != nil {
 		h.mu.Unlock()
-		return proto.SessionEventResult{}, nil // a duplicate: acknowledged, not delivered again
+		return nil, e
 	}
-	hook := b.hooks.OnEvent
+	hook, area := b.hooks.OnEvent, b.events
 	h.mu.Unlock()
-	if hook != nil {
-		if err := hook(b, &p); err != nil {
-			h.mu.Lock()
-			b.seen.remove(key)
-			h.mu.Unlock()
-			return nil, err
-		}
+	if hook == nil && area == "" {
+		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: session %s keeps no session events", p.SessionID)
 	}
+	// One delivery at a time, across connections: a resend that comes on
+	// a new connection while the first try is still being recorded waits
+	// for its outcome instead of being acknowledged on trust.
+	b.deliver.Lock()
+	defer b.deliver.Unlock()
+	h.mu.Lock()
+	dup := b.seen.has(key)
+	h.mu.Unlock()
+	if dup {
+		return proto.SessionEventResult{}, nil // acknowledged, not delivered again
+	}
+	var err error
+	if hook != nil {
+		err = hook(b, &p)
+	} else {
+		err = h.recordHandEvent(ctx, b, area, ev)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	b.seen.add(key)
+	h.mu.Unlock()
 	return proto.SessionEventResult{}, nil
+}
+
+// HandSink is implemented by the sink attached with Hub.Attach (the
+// engine's) when it also records the durable session.event messages of
+// tool and shell executors (hands); without it they are refused with
+// -32601.
+type HandSink interface {
+	// HandEvent commits one event to the log of Baton session sessionID
+	// (and so streams it to the session's subscribers); nil acknowledges
+	// it to the executor, an error is answered and the executor resends.
+	// payload is {type, data, executor_id, environment_id | machine_id,
+	// executor_session_id?}: the executor's event, who sent it, and the
+	// executor's session id when it is not sessionID (a remote sandbox's
+	// sbx_…, or <session_id>@<environment_id>).
+	HandEvent(ctx context.Context, sessionID string, payload json.RawMessage) error
+}
+
+// recordHandEvent hands b's event to the HandSink for the log of Baton
+// session area.
+func (h *Hub) recordHandEvent(ctx context.Context, b *Binding, area string, ev *proto.ToolEvent) error {
+	h.mu.Lock()
+	sink, _ := h.ag.sink.(HandSink)
+	h.mu.Unlock()
+	if sink == nil {
+		return proto.Errorf(proto.CodeMethodNotFound, "Method not found: session.event of tool executors is not served by this harness")
+	}
+	p := map[string]any{"type": ev.Type, "data": ev.Data, "executor_id": b.rec.id}
+	if b.rec.scope == baton.ExecutorScopeMachine {
+		p["machine_id"] = b.rec.machineID
+	} else {
+		p["environment_id"] = b.rec.envID
+	}
+	if b.sessionID != area {
+		p["executor_session_id"] = b.sessionID
+	}
+	return sink.HandEvent(ctx, area, baton.MarshalJSON(p))
+}
+
+// handEvent checks a tool or shell executor's event: an object with a
+// non-empty type.
+func handEvent(p *proto.SessionEventParams) (*proto.ToolEvent, *proto.Error) {
+	var ev proto.ToolEvent
+	if json.Unmarshal(p.Event, &ev) != nil || ev.Type == "" {
+		return nil, proto.Errorf(proto.CodeInvalidParams, `Invalid params: "event" must be an object {type, data} with a non-empty type`)
+	}
+	if len(ev.Data) == 0 {
+		ev.Data = json.RawMessage("null")
+	}
+	return &ev, nil
 }
 
 func (c *conn) sessionStatus(_ context.Context, f *proto.Frame) (any, error) {
@@ -202,6 +277,3 @@ func (s *seen) add(id string) bool {
 	s.ids[id] = struct{}{}
 	return true
 }
-
-// remove forgets id (its delivery failed); its ring slot stays.
-func (s *seen) remove(id string) { delete(s.ids, id) }

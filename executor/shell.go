@@ -101,12 +101,12 @@ func (s *Shell) Start(ctx context.Context, image string) (string, error) {
 }
 
 // StartFor is Start for Baton session sessionID: when the hub mints views
-// (Options.Files) and the executor declared capabilities.fs, the
+// (Options.Files) and the executor declared capabilities.fs.fuse, the
 // session's files are mounted in the sandbox before it is returned, and
 // mounted again after every resume of the executor. A mount the executor
 // refuses fails the start (and stops the sandbox).
 func (s *Shell) StartFor(ctx context.Context, sessionID, image string) (string, error) {
-	id, b, err := s.start(ctx, image)
+	id, b, err := s.start(ctx, sessionID, image)
 	if err != nil || sessionID == "" {
 		return id, err
 	}
@@ -119,7 +119,9 @@ func (s *Shell) StartFor(ctx context.Context, sessionID, image string) (string, 
 	return id, nil
 }
 
-func (s *Shell) start(ctx context.Context, image string) (string, *Binding, error) {
+// start binds a new sandbox; the executor's session events go to the log
+// of Baton session sessionID ("" refuses them).
+func (s *Shell) start(ctx context.Context, sessionID, image string) (string, *Binding, error) {
 	machine, ok := MachineOf(image)
 	if !ok {
 		return "", nil, fmt.Errorf("image %q is not of the form %s<machine_id>", image, ImagePrefix)
@@ -129,6 +131,7 @@ func (s *Shell) start(ctx context.Context, image string) (string, *Binding, erro
 		SessionID: id,
 		Metadata:  proto.AssignMetadata{Source: proto.SourceHarness},
 		Hooks:     Hooks{OnResume: s.onResume},
+		Events:    sessionID,
 	})
 	switch {
 	case errors.Is(err, ErrNoExecutor) && !s.connected(machine):

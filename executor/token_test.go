@@ -102,13 +102,14 @@ func TestTurnTokenRefresh(t *testing.T) {
 	wantRPC(t, "future epoch", refreshTools("ses_1", "trn_1", epoch+1), proto.CodeTurnInactive, proto.ReasonTurnInactive)
 
 	// The executor reconnects and resumes: the turn runs on in a new
-	// epoch, and the old one gets no further tools token.
-	x = e.agentExecutor(t, "exe_a", proto.AgentCapability{}, &proto.Resume{ExecutorID: "exe_a",
+	// epoch, which the register result tells, and the old one gets no
+	// further tools token.
+	x, res := e.agentRegister(t, "exe_a", proto.AgentCapability{}, &proto.Resume{ExecutorID: "exe_a",
 		ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: epoch}}})
 	old := epoch
 	epoch = e.hub.BrainEpoch("ses_1")
-	if epoch <= old {
-		t.Fatalf("epoch %d after resume, was %d", epoch, old)
+	if epoch <= old || len(res.Sessions) != 1 || res.Sessions[0].SessionID != "ses_1" || res.Sessions[0].Epoch != epoch {
+		t.Fatalf("epoch %d after resume (was %d), register result sessions %+v", epoch, old, res.Sessions)
 	}
 	wantRPC(t, "superseded epoch", refreshTools("ses_1", "trn_1", old), proto.CodeTurnInactive, proto.ReasonTurnInactive)
 	x.ok(proto.MethodToolsTokenRefresh, proto.ToolsTokenRefreshParams{SessionID: "ses_1", TurnID: "trn_1", Epoch: epoch}, nil)

@@ -346,7 +346,7 @@ func (e *Executor) closeAgentSession(id string) bool {
 		}
 		epoch := s.epoch
 		e.mu.Unlock()
-		e.pushEnded(id, epoch, "closed")
+		e.pushEnded(id, epoch, "closed", true)
 	})
 	return true
 }

@@ -633,3 +633,81 @@ func TestAgentTurnWorkspacePath(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentAdoptsResumedEpoch: the harness resumes an agent session in a
+// new epoch and says so in the register result. The executor re-sends
+// its unacknowledged event with the same id under the new epoch, stamps
+// new events with it, and a tools_token.refresh interrupted by the
+// reconnect (its epoch now refused) is sent again for the new epoch.
+func TestAgentAdoptsResumedEpoch(t *testing.T) {
+	h := newHarness(t)
+	h.answer("session.event", func(p json.RawMessage) (any, *RPCError) {
+		if v := decode[eventView](t, p); v.Sequence > 2 {
+			return noAnswer{}, nil
+		}
+		return map[string]any{}, nil
+	})
+	h.hold("tools_token.refresh", true)
+	a := newScriptAgent(func(ctx context.Context, t *Turn) error {
+		for _, text := range []string{"m1", "m2"} {
+			if _, err := t.Emit(TextMessageEvent(text)); err != nil {
+				return err
+			}
+		}
+		tok, err := t.RefreshToolsToken(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := t.Emit(TextMessageEvent(fmt.Sprint(tok.Token, " ", t.Epoch(), " ", t.Metadata.Epoch))); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
+	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 3), nil)
+	var held *frame
+	for range 3 {
+		if ev, f := nextEvent(t, fc); ev.Sequence == 3 {
+			held = f
+		}
+	}
+	if p := decode[tokenRefreshParams](t, fc.next(t, "tools_token.refresh").Params); p.Epoch != 3 {
+		t.Fatalf("tools_token.refresh for epoch %d, want 3", p.Epoch)
+	}
+	fc.barrier(t) // the acks of 1 and 2 are read
+	h.answer("executor.register", func(json.RawMessage) (any, *RPCError) {
+		return map[string]any{"executor_id": "exr_1", "connection_id": "conn_2", "heartbeat_interval_ms": 3_600_000,
+			"lease_expires_at": time.Now().Add(time.Minute).UTC(), "token_expires_at": time.Now().Add(time.Hour).UTC(),
+			"sessions": []map[string]any{{"session_id": "ses_1", "epoch": 7, "acked_sequence": 2}}}, nil
+	})
+	h.answer("session.event", nil)
+	var asked []int64
+	h.answer("tools_token.refresh", func(p json.RawMessage) (any, *RPCError) {
+		ep := decode[tokenRefreshParams](t, p).Epoch
+		asked = append(asked, ep) // answers run on the connection's reader, one at a time
+		if ep != 7 {
+			return nil, rpcErr(CodeTurnInactive, "superseded epoch", map[string]string{"reason": "turn_inactive"})
+		}
+		return map[string]any{"tools_mcp_token": "tt_7", "expires_at": time.Now().Add(time.Hour).UTC()}, nil
+	})
+	h.hold("tools_token.refresh", false)
+	_ = fc.ws.CloseNow()
+
+	fc2 := h.conn(t)
+	fc2.next(t, "executor.register")
+	ev, f := nextEvent(t, fc2)
+	want := decode[eventView](t, held.Params)
+	want.Epoch = 7
+	if ev.Sequence != 3 || string(f.ID) != string(held.ID) || !cmp.Equal(want, ev) {
+		t.Fatalf("resent %+v (id %s), want %+v under the new epoch (id %s)", ev, f.ID, want, held.ID)
+	}
+	ev, _ = nextEvent(t, fc2)
+	if ev.Sequence != 4 || ev.Epoch != 7 || messageText(t, ev) != "tt_7 7 3" {
+		t.Fatalf("event after the resume: %+v %s", ev, ev.Event)
+	}
+	fc2.barrier(t)
+	if !cmp.Equal(asked, []int64{3, 7}) {
+		t.Errorf("tools_token.refresh asked for epochs %v, want [3 7]", asked)
+	}
+}

@@ -45,8 +45,9 @@
 //
 // # Exactly once
 //
-// tool.result, session.ended, agent session.event, interaction.request
-// and interaction.cancel are held until the harness answers them. After a
+// tool.result, session.ended, session.event (an agent's, and a tool's
+// Call.Event), interaction.request and interaction.cancel are held until
+// the harness answers them. After a
 // reconnect executor.register carries resume {executor_id,
 // active_sessions:[{session_id, epoch, acked_sequence}]} and every held
 // request is re-sent, in its original order and with its original JSON-RPC
@@ -55,11 +56,21 @@
 // duplicate. Incoming tool calls are idempotent by tool_call_id, turns by
 // turn_id and inputs by input_id.
 //
+// A resume may move a session to a new binding epoch; Baton's register
+// result lists the resumed sessions with theirs (sessions). The executor
+// adopts it: an agent session's held events and session.ended are
+// re-encoded with it (same ids) before they are re-sent, since the harness
+// refuses an older epoch with -32013, and from then on its events,
+// Turn.Epoch and RefreshToolsToken use it. The turn's tools_mcp_token is
+// bound to the old epoch and refused once it is superseded: a brain that
+// uses it calls RefreshToolsToken for one of the new epoch.
+//
 // # Serving
 //
 // Tools run on a goroutine per call, acknowledged at once; tool.cancel,
 // session.stop, the call's timeout and Close cancel the handler's context,
-// and Call.Progress sends tool.progress. A tool.call for a tool nobody
+// Call.Progress sends tool.progress and Call.Event a durable session
+// event (session.event {type, data}). A tool.call for a tool nobody
 // serves is refused with -32012 and data.capability "tool:<name>".
 // tool.call "process.exec" goes to Config.Process; Shell runs it with sh -c
 // in a process group of its own, capped output and SIGTERM/SIGKILL on

@@ -386,7 +386,46 @@ func (e *Executor) register(c *conn) (registerResult, error) {
 	}
 	e.registered = true
 	e.mu.Unlock()
+	e.adopt(res.Sessions)
 	return res, nil
+}
+
+// adopt takes the epochs a register's result reports for the resumed
+// sessions (Baton lists them in sessions; a harness that does not leaves
+// every epoch as it was). An entry with acked_sequence is an agent
+// session's: its held session.event and session.ended are re-stamped with
+// the new epoch before they are re-sent (the harness refuses an older
+// one), and its events and tools_token.refresh carry it from now on. An
+// entry without is a hand session's (session.assign tells it again too).
+func (e *Executor) adopt(sessions []activeSession) {
+	for _, a := range sessions {
+		if a.Epoch <= 0 {
+			continue
+		}
+		e.mu.Lock()
+		if a.AckedSequence == nil {
+			if h := e.hands[a.SessionID]; h != nil {
+				h.epoch = a.Epoch
+			}
+			e.mu.Unlock()
+			continue
+		}
+		s := e.agents[a.SessionID]
+		e.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		s.emit.Lock() // no event takes the old epoch after the re-stamp
+		e.mu.Lock()
+		changed := s.epoch != a.Epoch
+		s.epoch = a.Epoch
+		e.mu.Unlock()
+		if changed {
+			e.out.restamp(s.id, a.Epoch)
+			e.log.Info("executor: agent session resumed in a new epoch", "session", s.id, "epoch", a.Epoch)
+		}
+		s.emit.Unlock()
+	}
 }
 
 // serve waits for c to end and says why: a permanent *CloseError, or the
@@ -508,6 +547,14 @@ func (e *Executor) waitDown(ctx context.Context, c *conn) {
 
 // push holds a request in the outbox and sends it when it can.
 func (e *Executor) push(method, session string, params any, onAck func(json.RawMessage, *RPCError)) error {
+	return e.pushStamped(method, session, params, nil, onAck)
+}
+
+// pushStamped is push for a request of an agent session that carries its
+// epoch: reepoch returns its params for another epoch, with which it is
+// re-encoded (same id) when a resume moves the session to a new one
+// before it was answered (see adopt).
+func (e *Executor) pushStamped(method, session string, params any, reepoch func(int64) any, onAck func(json.RawMessage, *RPCError)) error {
 	id := e.nextID()
 	b, err := encodeRequest(id, method, params)
 	if err != nil {
@@ -520,7 +567,7 @@ func (e *Executor) push(method, session string, params any, onAck func(json.RawM
 			}
 		}
 	}
-	e.out.push(&outItem{id: id, method: method, session: session, msg: b, onAck: onAck})
+	e.out.push(&outItem{id: id, method: method, session: session, msg: b, reepoch: reepoch, onAck: onAck})
 	return nil
 }
 

@@ -104,6 +104,13 @@ func (t *Turn) RequestInteraction(ctx context.Context, in Interaction) (Answer, 
 			}
 			platform = a.id
 		case a := <-w.ch:
+			select { // an acknowledgement read before the answer, both ready at once
+			case ak := <-acks:
+				if ak.rerr == nil {
+					platform = ak.id
+				}
+			default:
+			}
 			a.PlatformID = platform
 			return a, nil
 		case <-expiry:

@@ -25,6 +25,8 @@ type outItem struct {
 	method  string
 	session string
 	msg     []byte
+	// reepoch, when set, returns the params for another epoch (restamp).
+	reepoch func(epoch int64) any
 	// onAck runs once, outside the lock, with the harness's answer.
 	onAck func(result json.RawMessage, rerr *RPCError)
 }
@@ -81,6 +83,22 @@ func (o *outbox) attach(c *conn) {
 	}
 	o.c = c
 	close(o.live)
+}
+
+// restamp re-encodes, with their ids, the held requests of session that
+// carry its epoch, for epoch. It runs between a register and attach, so
+// none is in flight.
+func (o *outbox) restamp(session string, epoch int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, it := range o.items {
+		if it.session != session || it.reepoch == nil {
+			continue
+		}
+		if b, err := encodeRequest(it.id, it.method, it.reepoch(epoch)); err == nil {
+			it.msg = b
+		}
+	}
 }
 
 // detach ends c's turn as the live connection.

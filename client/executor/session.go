@@ -128,14 +128,24 @@ func (e *Executor) onStop(r *request) (any, *RPCError) {
 			delete(e.hands, p.SessionID)
 		}
 		e.mu.Unlock()
-		e.pushEnded(p.SessionID, epoch, "stopped")
+		e.pushEnded(p.SessionID, epoch, "stopped", false)
 	})
 	return stopped{true}, nil
 }
 
-// pushEnded holds session.ended until the harness acknowledges it.
-func (e *Executor) pushEnded(session string, epoch int64, reason string) {
-	if err := e.push("session.ended", session, sessionEnded{SessionID: session, Epoch: epoch, Reason: reason}, nil); err != nil {
+// pushEnded holds session.ended until the harness acknowledges it. An
+// agent session's is re-stamped when a resume moves it to a new epoch.
+func (e *Executor) pushEnded(session string, epoch int64, reason string, agent bool) {
+	p := sessionEnded{SessionID: session, Epoch: epoch, Reason: reason}
+	var reepoch func(int64) any
+	if agent {
+		reepoch = func(ep int64) any {
+			q := p
+			q.Epoch = ep
+			return q
+		}
+	}
+	if err := e.pushStamped("session.ended", session, p, reepoch, nil); err != nil {
 		e.log.Error("executor: session.ended", "session", session, "err", err)
 	}
 }

@@ -44,6 +44,38 @@ func (c Call) Progress(msg string, progress, total float64) error {
 	return c.e.notifyLive("tool.progress", p)
 }
 
+// Event emits a durable session event for the call's session
+// (session.event {session_id, epoch, event:{type, data}}), which Baton
+// stores in the session's log as executor.event. Like tool.result it is
+// held until the harness acknowledges it and re-sent after a reconnect,
+// and it reaches the harness before the call's result. data is encoded as
+// JSON (nil is null).
+func (c Call) Event(typ string, data any) error {
+	if c.e == nil {
+		return ErrDisconnected
+	}
+	return c.e.handEvent(c.SessionID, typ, data)
+}
+
+// handEvent holds a tool or shell executor's session.event.
+func (e *Executor) handEvent(session, typ string, data any) error {
+	if typ == "" {
+		return errors.New("executor: event without a type")
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("executor: encode event data: %w", err)
+	}
+	e.mu.Lock()
+	var epoch int64
+	if h := e.hands[session]; h != nil {
+		epoch = h.epoch
+	}
+	e.mu.Unlock()
+	return e.push("session.event", session, handEventParams{SessionID: session, Epoch: epoch,
+		Event: toolEvent{Type: typ, Data: raw}}, nil)
+}
+
 // Result is a tool call's outcome, sent as tool.result. Content is a JSON
 // array of content blocks or any JSON value; nil is sent as [].
 type Result struct {
@@ -182,7 +214,7 @@ func (e *Executor) runCall(ctx context.Context, rc *runningCall, h handler, call
 	}
 	close(rc.done)
 	if end != nil {
-		e.pushEnded(call.SessionID, end.epoch, "completed")
+		e.pushEnded(call.SessionID, end.epoch, "completed", false)
 	}
 }
 

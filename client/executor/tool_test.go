@@ -202,6 +202,37 @@ func TestToolProgress(t *testing.T) {
 	}
 }
 
+// TestToolEvent: a tool's Call.Event goes out as a held session.event
+// {session_id, epoch, event:{type, data}} of the assigned session, before
+// the call's tool.result; an event without a type is refused at once.
+func TestToolEvent(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t)
+	cfg.Tools = []Tool{{Def: ToolDef{Name: "work"}, Handle: func(ctx context.Context, c Call) (Result, error) {
+		if err := c.Event("", nil); err == nil {
+			return Result{}, errors.New("an event without a type was taken")
+		}
+		if err := c.Event("build.log", map[string]string{"line": "compiling"}); err != nil {
+			return Result{}, err
+		}
+		return TextResult("done"), nil
+	}}}
+	_, fc, _ := h.start(t, cfg)
+	fc.result(t, "session.assign", map[string]any{"session_id": "ses_1", "epoch": 4, "metadata": map[string]string{"source": "harness"}}, nil)
+	fc.result(t, "tool.call", callParams("c1", "work", nil), nil)
+	f := fc.next(t, "session.event", "tool.result")
+	if f.Method != "session.event" || f.ID == nil {
+		t.Fatalf("first %s (id %s), want the session.event request", f.Method, f.ID)
+	}
+	want := map[string]any{"session_id": "ses_1", "epoch": float64(4), "event": map[string]any{"type": "build.log", "data": map[string]any{"line": "compiling"}}}
+	if d := cmp.Diff(want, decode[map[string]any](t, f.Params)); d != "" {
+		t.Errorf("session.event (-want +got):\n%s", d)
+	}
+	if r := nextResult(t, fc); r.IsError {
+		t.Errorf("result after the event = %+v", r)
+	}
+}
+
 func TestResultHelpers(t *testing.T) {
 	if got := string(TextResult("hi").Content); got != `[{"text":"hi","type":"text"}]` {
 		t.Errorf("TextResult = %s", got)

@@ -119,7 +119,12 @@ func (t *Turn) Emit(ev AgentEvent) (string, error) {
 	epoch := s.epoch
 	e.mu.Unlock()
 	p := agentEventParams{SessionID: s.id, Epoch: epoch, TurnID: t.ID, EventID: ev.ID, Sequence: seq, Event: ev}
-	err := e.push("session.event", s.id, p, func(raw json.RawMessage, rerr *RPCError) {
+	reepoch := func(ep int64) any {
+		q := p
+		q.Epoch = ep
+		return q
+	}
+	err := e.pushStamped("session.event", s.id, p, reepoch, func(raw json.RawMessage, rerr *RPCError) {
 		if rerr != nil {
 			e.log.Warn("executor: harness refused an event", "session", s.id, "sequence", seq, "err", rerr)
 			return
@@ -163,13 +168,33 @@ func (t *Turn) RefreshModelToken(ctx context.Context) (TurnToken, error) {
 	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
 }
 
+// Epoch is the session's current binding epoch: Metadata.Epoch until a
+// reconnect resumes the session in a new one (the harness tells it when
+// the executor registers again). Tools tokens are bound to an epoch:
+// once it changed, the harness refuses the turn's tools_mcp_token and
+// RefreshToolsToken gets one for the new epoch.
+func (t *Turn) Epoch() int64 {
+	t.e.mu.Lock()
+	defer t.e.mu.Unlock()
+	return t.s.epoch
+}
+
 // RefreshToolsToken asks for a fresh platform tools token
-// (tools_token.refresh) for this turn's epoch.
+// (tools_token.refresh) for the session's current epoch (Epoch). A call
+// refused as turn_inactive because a reconnect moved the session to a
+// new epoch meanwhile is sent again with it.
 func (t *Turn) RefreshToolsToken(ctx context.Context) (TurnToken, error) {
 	var res struct {
 		Token     string    `json:"tools_mcp_token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	err := t.e.call(ctx, "tools_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: t.Metadata.Epoch}, &res)
-	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+	for {
+		epoch := t.Epoch()
+		err := t.e.call(ctx, "tools_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: epoch}, &res)
+		var rerr *RPCError
+		if errors.As(err, &rerr) && rerr.Code == CodeTurnInactive && t.Epoch() != epoch {
+			continue
+		}
+		return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+	}
 }

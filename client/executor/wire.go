@@ -89,12 +89,15 @@ type activeSession struct {
 	AckedSequence *int64 `json:"acked_sequence,omitempty"`
 }
 
+// registerResult answers executor.register; Sessions (Baton) lists the
+// resumed sessions with their new epochs.
 type registerResult struct {
-	ExecutorID          string    `json:"executor_id"`
-	ConnectionID        string    `json:"connection_id"`
-	HeartbeatIntervalMS int64     `json:"heartbeat_interval_ms"`
-	LeaseExpiresAt      time.Time `json:"lease_expires_at"`
-	TokenExpiresAt      time.Time `json:"token_expires_at"`
+	ExecutorID          string          `json:"executor_id"`
+	ConnectionID        string          `json:"connection_id"`
+	HeartbeatIntervalMS int64           `json:"heartbeat_interval_ms"`
+	LeaseExpiresAt      time.Time       `json:"lease_expires_at"`
+	TokenExpiresAt      time.Time       `json:"token_expires_at"`
+	Sessions            []activeSession `json:"sessions,omitempty"`
 }
 
 type heartbeatParams struct {
@@ -206,6 +209,18 @@ type agentEventParams struct {
 	EventID   string     `json:"event_id"`
 	Sequence  int64      `json:"sequence"`
 	Event     AgentEvent `json:"event"`
+}
+
+// handEventParams is a tool or shell executor's session.event.
+type handEventParams struct {
+	SessionID string    `json:"session_id"`
+	Epoch     int64     `json:"epoch"`
+	Event     toolEvent `json:"event"`
+}
+
+type toolEvent struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
 }
 
 type sessionEventResult struct {

@@ -65,6 +65,7 @@ type gatewayServer struct {
 	*server
 	primary, fallback *mockProvider
 	agent             *heldAgent
+	net               *execNet // the executor's network
 	machine           string
 	profile           string
 }
@@ -91,7 +92,8 @@ func newGatewayServer(t *testing.T, fields map[string]any, env ...string) *gatew
 		pf[k] = v
 	}
 	g.profile = loopProfile(t, g.server, pf)
-	startSDKExecutor(t, newExecNet(t, g.server), exsdk.Config{
+	g.net = newExecNet(t, g.server)
+	startSDKExecutor(t, g.net, exsdk.Config{
 		Credential: secret, Scope: exsdk.Machine(g.machine), ExecutorID: "exe_gw",
 		Capabilities: exsdk.Capabilities{Agent: &exsdk.AgentCapability{MaxSessions: 4}}, Agent: g.agent,
 	})

@@ -55,6 +55,16 @@ type PeerOptions struct {
 	// OnClose is called once, on the reader goroutine, when the connection
 	// has ended and before Done is closed, with the reason (see Err).
 	OnClose func(err error)
+	// Invalid, when set, decides what becomes of an incoming message the
+	// handler never sees: one that is not JSON (e is -32700), not a valid
+	// JSON-RPC 2.0 object or a binary message (e is -32600, answered with
+	// the message's id when it has one), or a response to no pending
+	// request (e is nil: by default nothing is sent, since its id is the
+	// other side's). Returning nil keeps the default; a *Reply sends
+	// Reply.Err instead (nothing when nil; a response's answer has id
+	// null) and then runs After. It runs on the reader goroutine and must
+	// not block.
+	Invalid func(e *Error) *Reply
 }
 
 // Peer is one bidirectional JSON-RPC 2.0 connection over a WebSocket: a
@@ -69,6 +79,7 @@ type Peer struct {
 	writeTimeout time.Duration
 	readLimit    int64
 	onClose      func(error)
+	invalid      func(*Error) *Reply
 
 	// ctx bounds every read and write; canceling it (Kill, or the end of
 	// the reader) tears the socket down.
@@ -99,6 +110,7 @@ func NewPeer(conn *websocket.Conn, opts PeerOptions) *Peer {
 		writeTimeout: opts.WriteTimeout,
 		readLimit:    opts.ReadLimit,
 		onClose:      opts.OnClose,
+		invalid:      opts.Invalid,
 		ctx:          ctx,
 		cancel:       cancel,
 		pending:      make(map[string]chan *Frame),
@@ -189,6 +201,13 @@ func (p *Peer) Notify(method string, params any) error {
 		return fmt.Errorf("encode %s: %w", method, err)
 	}
 	return p.write(b)
+}
+
+// SendError writes an error response with id (nil is null) outside any
+// exchange: for a message that gets no answer of its own, such as a
+// notification that breaks the protocol before the connection closes.
+func (p *Peer) SendError(id json.RawMessage, e *Error) error {
+	return p.write(EncodeError(id, e))
 }
 
 // Close starts the close handshake with code and reason and returns at
@@ -302,7 +321,7 @@ func (p *Peer) read() {
 		default:
 		}
 		if typ != websocket.MessageText {
-			p.send(EncodeError(nil, Errorf(CodeInvalidRequest, "Invalid Request: binary message")))
+			p.reject(nil, Errorf(CodeInvalidRequest, "Invalid Request: binary message"))
 			continue
 		}
 		p.dispatch(b)
@@ -315,13 +334,14 @@ func (p *Peer) dispatch(b []byte) {
 	if perr != nil {
 		if f != nil && !f.call {
 			p.log.Debug("executor: dropping malformed response", slog.Any("error", perr))
-			return // never answer a response: its id is the other side's
+			p.reject(nil, nil) // never answered by default: its id is the other side's
+			return
 		}
 		var id json.RawMessage
 		if f != nil {
 			id = f.ID
 		}
-		p.send(EncodeError(id, perr))
+		p.reject(id, perr)
 		return
 	}
 	switch f.Kind() {
@@ -334,6 +354,7 @@ func (p *Peer) dispatch(b []byte) {
 			ch <- f
 		} else {
 			p.log.Debug("executor: response to no pending request", slog.String("id", string(f.ID)))
+			p.reject(nil, nil)
 		}
 	case KindNotification:
 		_, after, err := p.serve(f)
@@ -360,6 +381,27 @@ func (p *Peer) dispatch(b []byte) {
 		if after != nil {
 			after()
 		}
+	}
+}
+
+// reject answers a message the handler does not see with e (nothing when
+// nil), unless PeerOptions.Invalid decides otherwise; id is the id to
+// answer with.
+func (p *Peer) reject(id json.RawMessage, e *Error) {
+	var after func()
+	if p.invalid != nil {
+		if r := p.invalid(e); r != nil {
+			e, after = nil, r.After
+			if r.Err != nil {
+				e = FromError(r.Err)
+			}
+		}
+	}
+	if e != nil {
+		p.send(EncodeError(id, e))
+	}
+	if after != nil {
+		after()
 	}
 }
 

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/go-cmp/cmp"
 )
 
 // serve starts a loopback server whose every connection becomes a Peer
@@ -259,6 +261,65 @@ func TestPeerMalformed(t *testing.T) {
 	f := roundTrip(websocket.MessageText, `{"jsonrpc":"2.0","id":"next","method":"echo","params":[1]}`)
 	if string(f.ID) != `"next"` || string(f.Result) != "[1]" {
 		t.Fatalf("got %+v", f)
+	}
+}
+
+// TestPeerInvalid: the Invalid hook hears every message the handler does
+// not see, with the error the peer would send (nil for a response), and
+// replaces the answer: here a response is answered too, and each answer
+// is followed by After.
+func TestPeerInvalid(t *testing.T) {
+	heard := make(chan string, 8)
+	url, peers := serveOpts(t, PeerOptions{Handler: echo, Invalid: func(e *Error) *Reply {
+		if e == nil {
+			heard <- "response"
+			return &Reply{Err: Errorf(CodeInvalidRequest, "Invalid Request: unexpected response"), After: func() { heard <- "after" }}
+		}
+		heard <- strconv.Itoa(e.Code)
+		if e.Code == CodeParseError {
+			return nil // the default answer
+		}
+		return &Reply{} // no answer
+	}})
+	c := dial(t, url)
+	<-peers
+	ctx := context.Background()
+	for _, m := range []struct {
+		typ websocket.MessageType
+		msg string
+	}{
+		{websocket.MessageText, `{nope`},
+		{websocket.MessageBinary, `{}`},
+		{websocket.MessageText, `{"jsonrpc":"1.0","id":3,"method":"echo"}`},
+		{websocket.MessageText, `{"jsonrpc":"2.0","id":4,"result":{}}`},
+		{websocket.MessageText, `{"jsonrpc":"2.0","id":"next","method":"echo","params":[2]}`},
+	} {
+		if err := c.Write(ctx, m.typ, []byte(m.msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var answers []string
+	for range 3 {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, string(b))
+	}
+	want := []string{
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: unexpected response"}}`,
+		`{"jsonrpc":"2.0","id":"next","result":[2]}`,
+	}
+	if d := cmp.Diff(want, answers); d != "" {
+		t.Errorf("answers (-want +got):\n%s", d)
+	}
+	var got []string
+	for range 5 {
+		got = append(got, <-heard)
+	}
+	if d := cmp.Diff([]string{"-32700", "-32600", "-32600", "response", "after"}, got); d != "" {
+		t.Errorf("hook calls (-want +got):\n%s", d)
 	}
 }
 

@@ -103,7 +103,10 @@ type Resume struct {
 }
 
 // RegisterResult answers executor.register. Sessions (a Baton extension)
-// lists the resumed sessions with their new epochs.
+// lists the resumed sessions, sorted by id, with their new epochs: hand
+// sessions (which also get session.assign with it) and agent sessions
+// (with their acked_sequence), whose events, session.ended and
+// tools_token.refresh must carry the new epoch from then on.
 type RegisterResult struct {
 	ExecutorID          string         `json:"executor_id"`
 	ConnectionID        string         `json:"connection_id"`
