@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // keyCreated is the body of a successful POST /admin/v1/keys; the only
@@ -92,7 +93,7 @@ func decodeScopes(obj httpx.Object) ([]string, error) {
 	}
 	scopes := make([]string, len(elems))
 	for i, e := range elems {
-		if httpx.Kind(e) != '"' || json.Unmarshal(e, &scopes[i]) != nil || strings.TrimSpace(scopes[i]) == "" {
+		if rawjson.Kind(e) != '"' || json.Unmarshal(e, &scopes[i]) != nil || strings.TrimSpace(scopes[i]) == "" {
 			return nil, badRequest("scopes must be an array of strings")
 		}
 	}

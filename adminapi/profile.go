@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // profileView is BAE's ProfileView plus Baton's extensions: system_prompt
@@ -207,7 +208,7 @@ func decodeProfile(obj httpx.Object) (*baton.Profile, error) {
 		return nil, err
 	}
 	if raw, ok := obj.Raw("system_prompt"); ok {
-		if httpx.Kind(raw) != '"' || json.Unmarshal(raw, &p.SystemPrompt) != nil {
+		if rawjson.Kind(raw) != '"' || json.Unmarshal(raw, &p.SystemPrompt) != nil {
 			return nil, badRequest("system_prompt must be a string")
 		}
 	}
@@ -241,7 +242,7 @@ func environmentList(obj httpx.Object) ([]string, error) {
 	}
 	out := make([]string, len(elems))
 	for i, e := range elems {
-		if httpx.Kind(e) != '"' || json.Unmarshal(e, &out[i]) != nil || strings.TrimSpace(out[i]) == "" {
+		if rawjson.Kind(e) != '"' || json.Unmarshal(e, &out[i]) != nil || strings.TrimSpace(out[i]) == "" {
 			return nil, baton.Errorf(baton.ECodeBadRequest, "%s[%d] must be an environment id (env_…)", key, i)
 		}
 		if slices.Contains(out[:i], out[i]) {
@@ -260,7 +261,7 @@ func decodeBrain(obj httpx.Object) (baton.Brain, error) {
 		return server, nil
 	}
 	var m map[string]json.RawMessage
-	if httpx.Kind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
+	if rawjson.Kind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
 		return baton.Brain{}, badRequest("brain must be an object")
 	}
 	var typ, machine string
@@ -268,14 +269,14 @@ func decodeBrain(obj httpx.Object) (baton.Brain, error) {
 		return baton.Brain{}, badRequest(`brain.type must be "server" or "executor"`)
 	}
 	rawMachine, hasMachine := m["machine_id"]
-	hasMachine = hasMachine && httpx.Kind(rawMachine) != 'n'
+	hasMachine = hasMachine && rawjson.Kind(rawMachine) != 'n'
 	if typ == baton.BrainServer {
 		if hasMachine {
 			return baton.Brain{}, badRequest(`brain.machine_id is only allowed with type "executor"`)
 		}
 		return server, nil
 	}
-	if !hasMachine || httpx.Kind(rawMachine) != '"' || json.Unmarshal(rawMachine, &machine) != nil || strings.TrimSpace(machine) == "" {
+	if !hasMachine || rawjson.Kind(rawMachine) != '"' || json.Unmarshal(rawMachine, &machine) != nil || strings.TrimSpace(machine) == "" {
 		return baton.Brain{}, badRequest("brain.machine_id must be a machine id (mch_…)")
 	}
 	return baton.Brain{Type: baton.BrainExecutor, MachineID: machine}, nil
@@ -293,7 +294,7 @@ func nameList(obj httpx.Object, key string) ([]string, error) {
 	}
 	out := make([]string, len(elems))
 	for i, e := range elems {
-		if httpx.Kind(e) != '"' || json.Unmarshal(e, &out[i]) != nil {
+		if rawjson.Kind(e) != '"' || json.Unmarshal(e, &out[i]) != nil {
 			return nil, baton.Errorf(baton.ECodeBadRequest, "%s[%d] must be a string (a bae-config.toml registry name)", key, i)
 		}
 	}

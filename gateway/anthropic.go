@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // anthropicRequest is the part of a Messages API request the gateway
@@ -56,7 +57,7 @@ func decodeAnthropic(body []byte) (*baton.ProviderRequest, *anthropicRequest, er
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, nil, invalid("messages.%d.role: must be \"user\" or \"assistant\"", i)
 		}
-		if k := httpx.Kind(m.Content); k != '"' && k != '[' {
+		if k := rawjson.Kind(m.Content); k != '"' && k != '[' {
 			return nil, nil, invalid("messages.%d.content: must be a string or an array of content blocks", i)
 		}
 		req.Messages = append(req.Messages, baton.Message{Role: m.Role, Content: m.Content})
@@ -77,7 +78,7 @@ func decodeAnthropic(body []byte) (*baton.ProviderRequest, *anthropicRequest, er
 // systemText reads a Messages API system prompt: absent, a string, or an
 // array of text blocks (joined with newlines).
 func systemText(raw json.RawMessage) (string, error) {
-	switch httpx.Kind(raw) {
+	switch rawjson.Kind(raw) {
 	case 0, 'n':
 		return "", nil
 	case '"':

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // openaiRequest is the part of a Chat Completions request the gateway
@@ -150,7 +151,7 @@ func decodeOpenAI(body []byte) (*baton.ProviderRequest, *openaiRequest, error) {
 			return nil, nil, invalid("tools.%d: only function tools with a name are supported", i)
 		}
 		schema := t.Function.Parameters
-		if k := httpx.Kind(schema); k == 0 || k == 'n' {
+		if k := rawjson.Kind(schema); k == 0 || k == 'n' {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 		req.Tools = append(req.Tools, baton.MarshalJSON(baton.ToolDef{
@@ -169,7 +170,7 @@ type canonical struct {
 // contentText reads a content that must be text: a string, null, or an
 // array of text parts (joined with newlines).
 func contentText(raw json.RawMessage, i int) (string, error) {
-	switch httpx.Kind(raw) {
+	switch rawjson.Kind(raw) {
 	case 0, 'n':
 		return "", nil
 	case '"':
@@ -194,7 +195,7 @@ func contentText(raw json.RawMessage, i int) (string, error) {
 
 // userParts reads a user content: text, or text and image parts.
 func userParts(raw json.RawMessage, i int) ([]any, error) {
-	if httpx.Kind(raw) != '[' {
+	if rawjson.Kind(raw) != '[' {
 		text, err := contentText(raw, i)
 		if err != nil || text == "" {
 			return nil, err
@@ -246,7 +247,7 @@ func callArguments(s string) (json.RawMessage, error) {
 	if s == "" {
 		return json.RawMessage(`{}`), nil
 	}
-	if httpx.Kind(json.RawMessage(s)) != '{' {
+	if rawjson.Kind(json.RawMessage(s)) != '{' {
 		return nil, invalid("arguments must be a JSON object")
 	}
 	var buf bytes.Buffer

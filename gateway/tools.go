@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/rawjson"
 )
 
 // toolScope is one authorized request to the tools endpoint: whose tools
@@ -150,14 +151,14 @@ func (g *Gateway) callTool(ctx context.Context, sc *toolScope, p *sdk.CallToolPa
 func toolResult(content json.RawMessage, isErr bool) *sdk.CallToolResult {
 	var res sdk.CallToolResult
 	wire := baton.MarshalJSON(map[string]any{"content": content, "isError": isErr})
-	if httpx.Kind(content) == '[' && json.Unmarshal(wire, &res) == nil {
+	if rawjson.Kind(content) == '[' && json.Unmarshal(wire, &res) == nil {
 		if res.Content == nil {
 			res.Content = []sdk.Content{}
 		}
 		return &res
 	}
 	text := string(content)
-	if httpx.Kind(content) == '"' {
+	if rawjson.Kind(content) == '"' {
 		_ = json.Unmarshal(content, &text)
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, IsError: isErr}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 	"github.com/baton-engine/baton/internal/serde"
 )
 
@@ -93,7 +94,7 @@ func DecodeObject(body []byte) (Object, error) {
 
 // ObjectAt decodes raw, a valid JSON value found at path, as an object.
 func ObjectAt(path string, raw json.RawMessage) (Object, error) {
-	if Kind(raw) != '{' {
+	if rawjson.Kind(raw) != '{' {
 		return Object{}, Shape(path, "invalid type: %s, expected a map", serde.Unexpected(raw))
 	}
 	var m map[string]json.RawMessage
@@ -124,7 +125,7 @@ func (o Object) Path(key string) string {
 // Raw returns member key, or false when it is absent or null.
 func (o Object) Raw(key string) (json.RawMessage, bool) {
 	raw, ok := o.members[key]
-	if !ok || Kind(raw) == 'n' {
+	if !ok || rawjson.Kind(raw) == 'n' {
 		return nil, false
 	}
 	return raw, true
@@ -155,7 +156,7 @@ func (o Object) OptString(key string) (*string, error) {
 
 func (o Object) str(key string, raw json.RawMessage) (string, error) {
 	var s string
-	if Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
+	if rawjson.Kind(raw) != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", Shape(o.Path(key), "invalid type: %s, expected a string", serde.Unexpected(raw))
 	}
 	return s, nil
@@ -181,7 +182,7 @@ func (o Object) RequiredArray(key string) ([]json.RawMessage, error) {
 }
 
 func (o Object) array(key string, raw json.RawMessage) ([]json.RawMessage, error) {
-	if Kind(raw) != '[' {
+	if rawjson.Kind(raw) != '[' {
 		return nil, Shape(o.Path(key), "invalid type: %s, expected a sequence", serde.Unexpected(raw))
 	}
 	var elems []json.RawMessage
@@ -203,17 +204,4 @@ func (o Object) OptUint(key string) (*uint64, error) {
 		return nil, Shape(o.Path(key), "invalid value: %s, expected u64", serde.Unexpected(raw))
 	}
 	return &n, nil
-}
-
-// Kind returns the first byte of a valid JSON value, which names its type:
-// one of { [ " t f n, or a digit or '-' for a number (0 for no value).
-func Kind(raw json.RawMessage) byte {
-	for _, c := range raw {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return c
-	}
-	return 0
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton"
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestReadJSON(t *testing.T) {
@@ -170,15 +169,4 @@ func TestObjectMembers(t *testing.T) {
 	}
 	_, err = ObjectAt("x", json.RawMessage(`[1]`))
 	shape(err, "x: invalid type: sequence, expected a map")
-}
-
-func TestKind(t *testing.T) {
-	tests := map[string]byte{`{}`: '{', ` []`: '[', `"x"`: '"', `true`: 't', `false`: 'f', `null`: 'n', `-1`: '-', `7`: '7', ``: 0}
-	got := map[string]byte{}
-	for s := range tests {
-		got[s] = Kind(json.RawMessage(s))
-	}
-	if diff := cmp.Diff(tests, got); diff != "" {
-		t.Errorf("Kind (-want +got):\n%s", diff)
-	}
 }
