@@ -2,7 +2,8 @@ package engine
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/baton-engine/baton"
@@ -19,15 +20,16 @@ import (
 
 // object reads a JSON object's members as serde_json's map holds them,
 // with their keys in sorted order.
+// Params come from wire.Parse, so raw is valid JSON; the values are
+// slices of it.
 func object(raw []byte) (map[string]json.RawMessage, []string) {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &m)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return m, keys
+	m := make(map[string]json.RawMessage, 4)
+	var buf []byte
+	_ = rawjson.EachMember(raw, func(k, v []byte) {
+		buf, _ = rawjson.AppendUnescaped(buf[:0], k)
+		m[string(buf)] = v
+	})
+	return m, slices.Sorted(maps.Keys(m))
 }
 
 // elements returns the elements of a JSON array.

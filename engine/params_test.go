@@ -65,3 +65,13 @@ func FuzzParams(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseMessage(b *testing.B) {
+	raw := json.RawMessage(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"` + strings.Repeat("x", 2000) + `"}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseMessage(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
