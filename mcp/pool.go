@@ -184,7 +184,7 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 	defer unhook()
 	ctx = life
 	expand := func(s string) (string, error) { return baton.ExpandVars(s, p.opts.LookupEnv) }
-	var t sdk.Transport
+	var t, legacy sdk.Transport // legacy: tried when t cannot connect
 	switch srv.Transport {
 	case baton.MCPStdio:
 		command, err := expand(srv.Command)
@@ -213,16 +213,20 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 		}
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
 		hc := &http.Client{Transport: headerTripper{base: c.http, headers: headers}}
-		if srv.Transport == baton.MCPHTTP {
-			t = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true}
-		} else {
-			t = &sdk.SSEClientTransport{Endpoint: srv.URL, HTTPClient: hc}
+		// Both speak Streamable HTTP, as BAE does; "sse" then falls back to
+		// the older HTTP+SSE transport, which BAE cannot reach.
+		t = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true}
+		if srv.Transport == baton.MCPSSE {
+			legacy = &sdk.SSEClientTransport{Endpoint: srv.URL, HTTPClient: hc}
 		}
 	default:
 		stop()
 		return nil, fmt.Errorf("unknown transport %q", srv.Transport)
 	}
 	cs, err := p.client.Connect(ctx, t, nil)
+	if err != nil && legacy != nil && ctx.Err() == nil {
+		cs, err = p.client.Connect(ctx, legacy, nil)
+	}
 	if err != nil {
 		c.closeIdle()
 		return nil, err

@@ -183,14 +183,16 @@ type httpServer struct {
 	auth      []string
 }
 
-func startRemote(t testing.TB, transport string) *httpServer {
+// startRemote serves the test MCP server over Streamable HTTP, or over the
+// older HTTP+SSE transport when legacy is set.
+func startRemote(t testing.TB, legacy bool) *httpServer {
 	h := &httpServer{started: make(chan struct{}, 4), cancelled: make(chan struct{}, 4)}
 	srv := mcptest.NewServer(mcptest.Hooks{
 		Started:   func() { h.started <- struct{}{} },
 		Cancelled: func() { h.cancelled <- struct{}{} },
 	})
 	var handler http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	if transport == baton.MCPSSE {
+	if legacy {
 		handler = sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -204,16 +206,25 @@ func startRemote(t testing.TB, transport string) *httpServer {
 	return h
 }
 
-// TestHTTP runs the remote transports: streamable HTTP and HTTP+SSE.
+// TestHTTP runs the remote transports. "http" and "sse" both reach a
+// Streamable HTTP server, as in BAE; "sse" also reaches a server that only
+// has the older HTTP+SSE transport.
 func TestHTTP(t *testing.T) {
-	for _, transport := range []string{baton.MCPHTTP, baton.MCPSSE} {
-		t.Run(transport, func(t *testing.T) { testRemote(t, transport) })
+	for _, tc := range []struct {
+		name, transport string
+		legacy          bool
+	}{
+		{"http", baton.MCPHTTP, false},
+		{"sse on streamable HTTP", baton.MCPSSE, false},
+		{"sse on HTTP+SSE", baton.MCPSSE, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRemote(t, tc.transport, tc.legacy) })
 	}
 }
 
-func testRemote(t *testing.T, transport string) {
+func testRemote(t *testing.T, transport string, legacy bool) {
 	ctx := context.Background()
-	h := startRemote(t, transport)
+	h := startRemote(t, legacy)
 	p := openPool(t, Options{LookupEnv: env(t, map[string]string{"TOKEN": "s3cret"}), CallTimeout: 5 * time.Second})
 	srv := baton.MCPServer{Name: "remote", Transport: transport, URL: h.url, Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}}
 	tools, err := p.Tools(ctx, "s1", []baton.MCPServer{srv})
