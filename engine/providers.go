@@ -83,15 +83,16 @@ func entryMaxTokens(entry *baton.ProviderEntry) int {
 // first failure also records a session.error provider_call_failed. req's
 // Model and MaxTokens are set per entry (maxTokens picks the latter);
 // logged is the history as provider.request records it. It returns the
-// reply, or nil and the number of attempts when every provider failed or
-// the turn's context ended; err is a failure to persist.
+// reply, or nil and the number of providers tried when every provider
+// failed or the turn's context ended; err is a failure to persist. As in
+// BAE, an event's attempt is its provider's index in the chain, kind
+// "primary" for the first; a retry repeats its provider's attempt.
 func (tc *turnCtx) walk(chain []*baton.ProviderEntry, req *baton.ProviderRequest, logged []baton.Message,
 	maxTokens func(*baton.ProviderEntry) int) (*baton.ProviderResponse, int, error) {
 	e, id, actor := tc.e, tc.a.id, tc.t.actor
-	attempt := 0
-	for i, entry := range chain {
+	for attempt, entry := range chain {
 		kind := "fallback"
-		if i == 0 {
+		if attempt == 0 {
 			kind = "primary"
 		}
 		for try := 0; try <= e.retries; try++ {
@@ -99,7 +100,7 @@ func (tc *turnCtx) walk(chain []*baton.ProviderEntry, req *baton.ProviderRequest
 			ev := &baton.Event{SessionID: id, ClientKeyID: actor, Type: baton.EventProviderReq,
 				Payload: requestPayload(attempt, kind, entry, n, logged, req.Tools)}
 			if err := tc.emitBehind(ev); err != nil {
-				return nil, attempt, err
+				return nil, attempt + 1, err
 			}
 			r := *req
 			r.Model, r.MaxTokens = entry.Model, n
@@ -120,27 +121,26 @@ func (tc *turnCtx) walk(chain []*baton.ProviderEntry, req *baton.ProviderRequest
 				"attempt": attempt, "kind": kind, "provider": entry.Provider, "ok": false,
 				"status": status, "error": perr.Detail, "body": body,
 			})}
-			if attempt == 0 && tc.t.ctx.Err() == nil { // a cancelled turn is not a provider failure
+			if attempt == 0 && try == 0 && tc.t.ctx.Err() == nil { // a cancelled turn is not a provider failure
 				evs = append(evs, baton.NewEvent(id, actor, baton.EventSessionError, map[string]any{
 					"reason": "provider_call_failed", "provider": entry.Provider, "detail": perr.Detail,
 				}))
 			}
 			if err := tc.emit(evs...); err != nil {
-				return nil, attempt, err
+				return nil, attempt + 1, err
 			}
-			attempt++
 			if tc.t.ctx.Err() != nil {
-				return nil, attempt, nil
+				return nil, attempt + 1, nil
 			}
 			if !perr.Retryable || try == e.retries || !tc.backoff(try, perr.RetryAfter) {
 				break
 			}
 		}
 		if tc.t.ctx.Err() != nil {
-			return nil, attempt, nil
+			return nil, attempt + 1, nil
 		}
 	}
-	return nil, attempt, nil
+	return nil, len(chain), nil
 }
 
 // callOne makes one provider call under the per-call timeout.
