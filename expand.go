@@ -6,11 +6,21 @@ import (
 	"strings"
 )
 
+// ErrUnterminatedVar is ExpandVars' error for a "${" without a closing '}'.
+var ErrUnterminatedVar = errors.New("unterminated ${ in template")
+
+// UnsetVarError is ExpandVars' error for a variable lookup does not know.
+type UnsetVarError struct{ Name string }
+
+func (e *UnsetVarError) Error() string {
+	return fmt.Sprintf("environment variable %q is not set", e.Name)
+}
+
 // ExpandVars replaces every ${NAME} in s with the value lookup returns for
 // NAME (bae-config.toml templates, spec-admin §5.2). A '$' not followed by
-// '{' is kept literally. A "${" without a closing '}' fails with an
-// "unterminated" error; a variable lookup does not know fails with an error
-// that names the variable; a nil lookup knows no variable. Errors never
+// '{' is kept literally. A "${" without a closing '}' fails with
+// ErrUnterminatedVar; a variable lookup does not know fails with an
+// *UnsetVarError; a nil lookup knows no variable. Errors never
 // contain a resolved value, so they are safe to log.
 func ExpandVars(s string, lookup func(string) (string, bool)) (string, error) {
 	i := strings.Index(s, "${")
@@ -24,7 +34,7 @@ func ExpandVars(s string, lookup func(string) (string, bool)) (string, error) {
 		rest := s[i+2:]
 		end := strings.IndexByte(rest, '}')
 		if end < 0 {
-			return "", errors.New("unterminated ${ in template")
+			return "", ErrUnterminatedVar
 		}
 		name := rest[:end]
 		if name == "" {
@@ -36,7 +46,7 @@ func ExpandVars(s string, lookup func(string) (string, bool)) (string, error) {
 			v, ok = lookup(name)
 		}
 		if !ok {
-			return "", fmt.Errorf("environment variable %q is not set", name)
+			return "", &UnsetVarError{Name: name}
 		}
 		b.WriteString(v)
 		s = rest[end+1:]

@@ -154,7 +154,7 @@ func (tc *turnCtx) callOne(entry *baton.ProviderEntry, req *baton.ProviderReques
 	if entry.AuthToken != "" {
 		var err error
 		if token, err = baton.ExpandVars(entry.AuthToken, e.lookupEnv); err != nil {
-			return nil, &baton.ProviderError{Detail: err.Error()}
+			return nil, &baton.ProviderError{Detail: tokenError(err)}
 		}
 	}
 	ctx, cancel := context.WithTimeout(tc.t.ctx, e.providerTimeout)
@@ -264,4 +264,17 @@ func requestPayload(attempt int, kind string, entry *baton.ProviderEntry, maxTok
 	b = append(b, `,"tools":`...)
 	b = rawjson.AppendRaw(b, tools)
 	return append(b, '}')
+}
+
+// tokenError words a failure to resolve an auth_token template as BAE
+// does (spec-client §10).
+func tokenError(err error) string {
+	var unset *baton.UnsetVarError
+	switch {
+	case errors.As(err, &unset):
+		return "environment variable " + unset.Name + " referenced by provider config is not set"
+	case errors.Is(err, baton.ErrUnterminatedVar):
+		return "unterminated ${...} token in provider config"
+	}
+	return err.Error()
 }

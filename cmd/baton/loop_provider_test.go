@@ -25,7 +25,8 @@ import (
 func TestLoopFailover(t *testing.T) {
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
-	s := startServer(t, loopConfig(t, m.entry("mock"), "BATON_PROVIDER_RETRIES", "0", "BATON_PROVIDER_TIMEOUT", "1"))
+	unsetToken := "\n[[providers.entries]]\nname = \"nokey\"\nprovider = \"anthropic\"\nmodel = \"m\"\nauth_token = \"${BATON_TEST_NEVER_SET}\"\n"
+	s := startServer(t, loopConfig(t, m.entry("mock")+unsetToken, "BATON_PROVIDER_RETRIES", "0", "BATON_PROVIDER_TIMEOUT", "1"))
 	failover := loopProfile(t, s, map[string]any{"primary_provider": "mock", "fallback_providers": []string{"script"}})
 	lone := loopProfile(t, s, map[string]any{"primary_provider": "mock"})
 	const errBody = `{"type":"error","error":{"type":"api_error","message":"boom"}}`
@@ -57,6 +58,20 @@ func TestLoopFailover(t *testing.T) {
 		}
 		if st := loopState(t, s, sess.ID); st != "open" {
 			t.Errorf("session is %s, want open", st)
+		}
+	})
+
+	t.Run("unset token variable", func(t *testing.T) {
+		h, _ := loopHarness(t, s, loopProfile(t, s, map[string]any{"primary_provider": "nokey", "fallback_providers": []string{"script"}}))
+		sess, err := h.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sess.Send(ctx, "hello")
+		r = mustReply(t, sent{r, err}, "You said: hello")
+		// As BAE words it (spec-client §10), never showing a value.
+		if fail := payload(t, ofType(r.Events, "provider.response")[0]); fail["error"] != "environment variable BATON_TEST_NEVER_SET referenced by provider config is not set" {
+			t.Errorf("failed response %v", fail)
 		}
 	})
 
