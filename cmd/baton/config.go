@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ type serveConfig struct {
 	ReadyFile         string
 	Check             bool
 	Limits            limitConfig    // rate limit, Client-Version, receipts
+	PublicURL         string         // BATON_PUBLIC_URL: the client origin executors reach ("" is the listener's URL)
 	Executor          executorConfig // executor tokens
 	Files             fileConfig     // session files, artifacts, view tokens
 }
@@ -199,6 +201,13 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 		c.Check = f.check
 	}
 
+	if v := strings.TrimSpace(getenv("BATON_PUBLIC_URL")); v != "" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("BATON_PUBLIC_URL %q: want the client origin, http(s)://host[:port]", v))
+		}
+		c.PublicURL = v
+	}
 	if _, err := netip.ParseAddrPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("BAE_ADDR: %q is not an IP:port address", c.Addr))
 	}

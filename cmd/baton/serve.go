@@ -126,7 +126,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	if err != nil {
 		return runtimeErr(err)
 	}
-	brain, err := openBrainAccess(ctx, db, c.getenv) // model gateway and session tools of executor brains
+	brain, err := openBrainAccess(ctx, db, cfg.PublicURL) // model gateway and session tools of executor brains
 	if err != nil {
 		return usageErr(fmt.Errorf("configuration error: %w", err))
 	}

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/auth"
@@ -33,18 +30,12 @@ type brainAccess struct {
 }
 
 // openBrainAccess loads the turn token key (the executor token key, shared
-// through the store) and reads BATON_PUBLIC_URL: the client origin as
-// executors reach it, e.g. "https://baton.example.com". Unset, it is the
-// client listener's URL, which a remote executor can only use when the
-// server listens on an address it can reach.
-func openBrainAccess(ctx context.Context, store baton.SettingStore, getenv func(string) string) (*brainAccess, error) {
-	b := &brainAccess{public: strings.TrimSpace(getenv("BATON_PUBLIC_URL"))}
-	if b.public != "" {
-		u, err := url.Parse(b.public)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, fmt.Errorf("BATON_PUBLIC_URL %q: want the client origin, http(s)://host[:port]", b.public)
-		}
-	}
+// through the store). public is BATON_PUBLIC_URL, already checked: the
+// client origin as executors reach it, e.g. "https://baton.example.com".
+// Empty, it is the client listener's URL, which a remote executor can only
+// use when the server listens on an address it can reach.
+func openBrainAccess(ctx context.Context, store baton.SettingStore, public string) (*brainAccess, error) {
+	b := &brainAccess{public: public}
 	var err error
 	b.tokens, err = auth.OpenTurnTokens(ctx, auth.TurnTokenOptions{Store: store, Turns: b})
 	if err != nil {

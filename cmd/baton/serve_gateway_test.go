@@ -29,17 +29,16 @@ func TestPublicURL(t *testing.T) {
 		"https://baton.example.com/?x=1": false,
 		"https://":                       false,
 	} {
-		b, err := openBrainAccess(context.Background(), memSettings{}, func(k string) string {
-			if k == "BATON_PUBLIC_URL" {
-				return v
-			}
-			return ""
-		})
+		c, err := loadServeConfig(envFunc(map[string]string{"BATON_PUBLIC_URL": v}), nil)
 		if (err == nil) != ok {
 			t.Errorf("BATON_PUBLIC_URL=%q: err %v", v, err)
 		}
-		if err == nil && b.public != v {
-			t.Errorf("BATON_PUBLIC_URL=%q kept as %q", v, b.public)
+		if err != nil {
+			continue
+		}
+		b, err := openBrainAccess(context.Background(), memSettings{}, c.PublicURL)
+		if err != nil || b.public != v {
+			t.Errorf("BATON_PUBLIC_URL=%q kept as %q (%v)", v, b.public, err)
 		}
 	}
 }

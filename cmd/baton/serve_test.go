@@ -34,6 +34,7 @@ func TestCommandLineExitCodes(t *testing.T) {
 		{"empty key file flag", nil, []string{"--admin-key-file=", "--check"}, 2, "", "--admin-key-file needs a path"},
 		{"migrate check", map[string]string{"BAE_DB_PATH": "/nonexistent/dir/bae.db"}, []string{"migrate", "--check"}, 0, "configuration ok", ""},
 		{"-V", nil, []string{"-V"}, 0, "baton ", ""},
+		{"bad public url", map[string]string{"BATON_PUBLIC_URL": "ftp://x"}, []string{"--check"}, 2, "", "BATON_PUBLIC_URL"},
 		{"admin hostname", map[string]string{"BAE_ADMIN_ADDR": "localhost:8081"}, []string{"--check"}, 2, "", "BAE_ADMIN_ADDR"},
 		{"bad shutdown timeout", map[string]string{"BAE_SHUTDOWN_TIMEOUT": "-1"}, []string{"--check"}, 2, "", "BAE_SHUTDOWN_TIMEOUT"},
 		{"bad turn timeout", map[string]string{"BAE_TURN_TIMEOUT": "soon"}, []string{"--check"}, 2, "", "BAE_TURN_TIMEOUT"},
