@@ -237,6 +237,9 @@ type listSpec struct {
 	empty  string
 	header []string
 	row    func(json.RawMessage) ([]string, error)
+	// walk, when set, is the page size for fetching every page: smaller
+	// than the server's default for items that can be large.
+	walk int
 }
 
 // list runs a paginated list: every page by default, one page when --limit
@@ -253,6 +256,9 @@ func (a *adminCLI) list(cmd *cobra.Command, pf *pageFlags, s listSpec) error {
 	ctx := cmd.Context()
 	one := cmd.Flags().Changed("limit") || cmd.Flags().Changed("cursor")
 	if !one {
+		if s.walk > 0 {
+			q.Set("limit", strconv.Itoa(s.walk))
+		}
 		items, err := cl.all(ctx, s.path, q)
 		if err != nil {
 			return err
@@ -357,6 +363,7 @@ func (a *adminCLI) eventsCmd() *cobra.Command {
 				empty:  "no events found",
 				header: []string{"ID", "EVENT_TYPE", "CLIENT_KEY_ID", "CREATED_AT"},
 				row:    rowOf(eventRow),
+				walk:   20, // provider.request events carry whole conversations
 			})
 		},
 	}

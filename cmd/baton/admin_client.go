@@ -20,8 +20,8 @@ import (
 const (
 	// adminTimeout bounds one admin API request, body included.
 	adminTimeout = 30 * time.Second
-	// maxAdminBody bounds a response body; larger bodies are cut and then
-	// fail to parse.
+	// maxAdminBody bounds a response body; a larger one is an error that
+	// says to ask for less.
 	maxAdminBody = 64 << 20
 	// maxShownBody is the longest unrecognized error body quoted verbatim.
 	maxShownBody = 200
@@ -130,12 +130,15 @@ func (c *adminClient) do(ctx context.Context, method, path string, query url.Val
 		return runtimeErr(fmt.Errorf("could not connect to admin API at %s — is baton running? (%v)", c.base, cause(err)))
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return runtimeErr(ctx.Err())
 		}
 		return runtimeErr(fmt.Errorf("read admin API response: %v", cause(err)))
+	}
+	if len(data) > maxAdminBody {
+		return runtimeErr(fmt.Errorf("the admin API's answer is larger than %d MiB; ask for fewer items with --limit", maxAdminBody>>20))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return runtimeErr(c.apiError(resp.StatusCode, data))

@@ -479,6 +479,29 @@ func TestAdminEvents(t *testing.T) {
 		if r.Path != "/admin/v1/sessions/ses_1/events" {
 			t.Errorf("path = %q", r.Path)
 		}
+		// Pages of 20: events carry whole conversations.
+		if !strings.Contains(r.Query, "limit=20") {
+			t.Errorf("query = %q, want pages of 20", r.Query)
+		}
+	}
+}
+
+// TestAdminAnswerTooLarge: an answer over the client's limit is an error
+// that says to ask for less, not a version mismatch.
+func TestAdminAnswerTooLarge(t *testing.T) {
+	f := newFakeAdmin(t)
+	f.handle("GET /admin/v1/sessions/{id}/events", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"items":[{"payload":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for range maxAdminBody >> 20 {
+			io.WriteString(w, chunk)
+		}
+		io.WriteString(w, `"}],"next_cursor":null}`)
+	})
+	code, _, errs := runAdmin(t, tokenEnv(f), "events", "ses_1", "--limit", "1")
+	if code != 1 || !strings.Contains(errs, "larger than 64 MiB; ask for fewer items with --limit") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 }
 
