@@ -164,9 +164,12 @@ func (d *devOptions) seed(ctx context.Context, db baton.Store, r *baton.Registry
 }
 
 func (d *devOptions) banner(w io.Writer, clientURL, adminURL string) {
-	chat := "go run ./cmd/baton chat"
+	chat, admin := "go run ./cmd/baton chat", "go run ./cmd/baton admin sessions list"
 	if clientURL != "http://127.0.0.1:8080" {
 		chat += " --url " + clientURL
+	}
+	if adminURL != "http://127.0.0.1:8081" {
+		admin += " --admin-addr " + adminURL
 	}
 	fmt.Fprintf(w, `
 Baton dev server is running (data in ./%s).
@@ -177,9 +180,9 @@ Baton dev server is running (data in ./%s).
 
 Next, in another terminal:
   %s          (then type: call get_time)
-  go run ./cmd/baton admin sessions list
+  %s
 
-`, d.dir, clientURL, adminURL, d.dir, d.clientKey, devProfileName, chat)
+`, d.dir, clientURL, adminURL, d.dir, d.clientKey, devProfileName, chat, admin)
 }
 
 func findProfile(ctx context.Context, db baton.ProfileStore, name string) (*baton.Profile, error) {

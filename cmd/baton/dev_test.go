@@ -42,7 +42,8 @@ func TestDevFirstRunAndReuse(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("dev exit %d", code)
 	}
-	for _, want := range []string{clientURL, adminURL, key, "go run ./cmd/baton chat"} {
+	for _, want := range []string{clientURL, adminURL, key, "go run ./cmd/baton chat --url " + clientURL,
+		"go run ./cmd/baton admin sessions list --admin-addr " + adminURL} {
 		if !strings.Contains(banner.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner.String())
 		}

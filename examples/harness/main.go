@@ -1,8 +1,11 @@
 // Command harness is a minimal agent harness on the Go SDK: it opens a
 // session, declares two tools (get_time and roll_dice), sends one message
-// and prints the events and the reply.
+// and prints the events and the reply (default: "call get_time").
 //
-//	go run ./examples/harness "roll a d20"
+//	go run ./examples/harness 'call roll_dice {"sides":20}'
+//
+// That is how `baton dev`'s offline scripted model is asked for a tool; a
+// real model takes plain language ("roll a d20").
 //
 // BAE_SERVER_URL (default http://127.0.0.1:8080) names the client port;
 // BAE_CLIENT_KEY the client key, else the content of
