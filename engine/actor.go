@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -165,6 +166,8 @@ func (a *actor) startLocked(t *turnRun) {
 }
 
 // finish is called by a turn when it ends; p is its paused state, if any.
+// A paused turn is parked and goes at once to its owner's queued message,
+// if there is one; otherwise its abandonment timer is armed.
 func (a *actor) finish(t *turnRun, p *parked) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -177,10 +180,28 @@ func (a *actor) finish(t *turnRun, p *parked) {
 	if p != nil {
 		p.deadline = p.since.Add(a.e.turnTimeout)
 		a.parked = p
+		if next := a.ownerQueuedLocked(); next != nil {
+			a.takeParkedLocked(next, false)
+			return
+		}
 		a.armLocked()
 		return
 	}
 	a.nextLocked()
+}
+
+// ownerQueuedLocked removes from the queue and returns the parked turn's
+// owner's first queued message, if any: one sent while the turn still ran
+// resumes it as soon as it pauses, ahead of the other drivers (rule 1 of
+// admission, as if it arrived now).
+func (a *actor) ownerQueuedLocked() *turnRun {
+	for i, t := range a.queue {
+		if t.actor == a.parked.owner {
+			a.queue = slices.Delete(a.queue, i, i+1)
+			return t
+		}
+	}
+	return nil
 }
 
 // nextLocked starts the first queued turn when the gate is free.
