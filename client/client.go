@@ -29,7 +29,11 @@ type Config struct {
 	// Logger receives debug records of every call; nil discards them.
 	Logger *slog.Logger
 	// MaxFrameSize bounds one NDJSON frame and one REST response body;
-	// zero means DefaultMaxFrameSize.
+	// zero means DefaultMaxFrameSize (64 MiB). A frame over it ends the
+	// call with a *TransportError that names the limit. The terminal
+	// sendMessage frame holds every event of the turn, large tool results
+	// and transcripts included, so raise it for sessions that move big
+	// payloads.
 	MaxFrameSize int
 }
 
@@ -229,7 +233,7 @@ func (h *Harness) open(ctx context.Context, path string) (*Session, error) {
 		return nil, &TransportError{Op: "POST " + path, Err: errors.New("response lacks session_id or session_key")}
 	}
 	s := &Session{ID: resp.SessionID, Key: resp.SessionKey, Profile: resp.Profile, h: h}
-	if err := s.Call(ctx, "session.registerDriver", struct{}{}, nil); err != nil {
+	if err := s.register(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -298,7 +302,7 @@ func (c *conn) readBody(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > c.max {
-		return nil, errors.New("response body exceeds size limit")
+		return nil, &sizeError{what: "response body", limit: c.max}
 	}
 	return b, nil
 }

@@ -12,6 +12,11 @@
 // belong to this client, their handlers run concurrently and the results go
 // back as one user message, until a reply without client tool calls
 // arrives. Events reach the OnEvent hook live, as the server streams them.
+// A server forgets its drivers when it restarts; a Session refused with
+// -32001 registers again and resends the same request once, so tool
+// results still reach a turn that paused before the restart. Cancelling
+// a Send's context does not stop the server's turn: Session.CancelTurn
+// does.
 //
 //	h := client.NewHarness(client.Config{
 //		BaseURL:   "http://127.0.0.1:8080",

@@ -11,11 +11,41 @@ import (
 )
 
 // DefaultMaxFrameSize bounds one NDJSON frame and one REST response body
-// when Config.MaxFrameSize is zero.
-const DefaultMaxFrameSize = 16 << 20
+// when Config.MaxFrameSize is zero. A session's frames are larger than the
+// requests the server accepts (8 MiB on /rpc): the terminal sendMessage
+// frame of a turn carries its events, which copy the user message or tool
+// results (client.message.send, tool.result) and the whole transcript
+// (provider.request), so one turn with a result near the request limit
+// already makes a frame of three times that. The bound only caps how far
+// a reader's buffer may grow; nothing is allocated up front.
+const DefaultMaxFrameSize = 64 << 20
 
-// errFrameTooLarge ends a stream whose next line exceeds the size limit.
+// errFrameTooLarge matches (errors.Is) the error of a frame or REST
+// response body over the size limit, a *sizeError.
 var errFrameTooLarge = errors.New("frame exceeds size limit")
+
+// sizeError is a frame or a REST response body over Config.MaxFrameSize;
+// its text says what to do about it.
+type sizeError struct {
+	what  string // "frame" or "response body"
+	limit int
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("%s exceeds the size limit of %s; raise Config.MaxFrameSize (default %s) to read it",
+		e.what, byteSize(e.limit), byteSize(DefaultMaxFrameSize))
+}
+
+// Is reports whether target is errFrameTooLarge.
+func (e *sizeError) Is(target error) bool { return target == errFrameTooLarge }
+
+// byteSize renders n as whole MiB when it is one, else in bytes.
+func byteSize(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // frame is one JSON-RPC object of an /rpc response.
 type frame struct {
@@ -120,7 +150,7 @@ func (c *conn) release(fr *frameReader) {
 
 // next returns the next frame, skipping blank lines. It returns io.EOF
 // at a clean end of input between frames; a final line without its
-// newline still counts as a frame. Other errors: errFrameTooLarge, a
+// newline still counts as a frame. Other errors: a *sizeError, a
 // malformed-frame error, or the underlying reader's error.
 func (fr *frameReader) next() (*frame, error) {
 	for {
@@ -148,7 +178,7 @@ func (fr *frameReader) readLine() ([]byte, error) {
 	chunk, err := fr.r.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
 		if fr.tooLong(0, chunk) {
-			return nil, errFrameTooLarge
+			return nil, &sizeError{what: "frame", limit: fr.max}
 		}
 		if err == nil {
 			return chunk[:len(chunk)-1], nil
@@ -159,7 +189,7 @@ func (fr *frameReader) readLine() ([]byte, error) {
 	for {
 		chunk, err := fr.r.ReadSlice('\n')
 		if fr.tooLong(len(fr.line), chunk) {
-			return nil, errFrameTooLarge
+			return nil, &sizeError{what: "frame", limit: fr.max}
 		}
 		fr.line = append(fr.line, chunk...)
 		switch err {

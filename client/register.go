@@ -56,7 +56,10 @@ func (e *V1Error) Error() string {
 
 // RegisteredClient is a live registration: it pings on its own (ttl
 // lifetimes), serves its tools from the calls stream, reconnecting with
-// backoff, until Close.
+// backoff after transport errors and 5xx answers, until Close, or until
+// the server answers 404 (the client is gone), 401 (the credential is
+// revoked, e.g. its session closed) or 403 (the credential may not manage
+// the session): then Done closes and Err says which.
 type RegisteredClient struct {
 	ID        string
 	Name      string // the assigned name
@@ -172,10 +175,12 @@ func (c *RegisteredClient) Ping(ctx context.Context) (*time.Time, error) {
 }
 
 // Done is closed when the background loops stop: after Close, Abort, or
-// once the server says the client is gone (see Err).
+// once the server says the client is gone or refuses its credential (see
+// Err).
 func (c *RegisteredClient) Done() <-chan struct{} { return c.done }
 
-// Err is why the loops stopped (nil after Close or Abort).
+// Err waits for Done and returns why the loops stopped: the *V1Error of
+// the 404, 401 or 403 that ended them, or nil after Close or Abort.
 func (c *RegisteredClient) Err() error {
 	<-c.done
 	return c.err
@@ -199,14 +204,31 @@ func (c *RegisteredClient) Close(ctx context.Context) error {
 	return err
 }
 
-// stop ends the loops because the client is gone server-side.
+// stop ends the loops because the client is gone server-side or its
+// credential is refused.
 func (c *RegisteredClient) stop(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
 	}
 	c.mu.Unlock()
+	c.log.Info("registered client stopped", "client_id", c.ID, "err", err)
 	c.cancel()
+}
+
+// final reports whether err is an answer no retry can change: 404 (the
+// client is gone), 401 (the credential is unknown or revoked) or 403 (it
+// lacks the scope). Transport errors and 5xx are worth retrying.
+func final(err error) bool {
+	var v1 *V1Error
+	if !errors.As(err, &v1) {
+		return false
+	}
+	switch v1.Status {
+	case http.StatusNotFound, http.StatusUnauthorized, http.StatusForbidden:
+		return true
+	}
+	return false
 }
 
 // pinger pings every ttl/2.
@@ -220,8 +242,7 @@ func (c *RegisteredClient) pinger() {
 			return
 		case <-t.C:
 			_, err := c.Ping(c.ctx)
-			var v1 *V1Error
-			if errors.As(err, &v1) && v1.Status == http.StatusNotFound {
+			if final(err) {
 				c.stop(err)
 				return
 			}
@@ -239,14 +260,14 @@ func (c *RegisteredClient) serve() {
 	backoff := 50 * time.Millisecond
 	for c.ctx.Err() == nil {
 		got, err := c.stream()
-		var v1 *V1Error
-		if errors.As(err, &v1) && v1.Status == http.StatusNotFound {
+		if final(err) {
 			c.stop(err)
 			return
 		}
 		if err == nil && !got {
 			// The server ended the stream: the client expired or was
-			// deleted. One more connect tells which (404 ends the loop).
+			// deleted, or its session closed. One more connect tells
+			// which (404 or 401 ends the loop).
 			backoff = 50 * time.Millisecond
 		} else if got {
 			backoff = 50 * time.Millisecond

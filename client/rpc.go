@@ -19,12 +19,13 @@ type rpcRequest struct {
 
 // stream is one open /rpc response.
 type stream struct {
-	ctx  context.Context
-	c    *conn
-	op   string
-	body io.ReadCloser
-	fr   *frameReader // nil once closed
-	last string       // id of the last session.event read
+	ctx   context.Context
+	c     *conn
+	op    string
+	body  io.ReadCloser
+	fr    *frameReader // nil once closed
+	last  string       // id of the last session.event read
+	notes int          // notifications read, of any method
 }
 
 func newStream(ctx context.Context, c *conn, op string, body io.ReadCloser) *stream {
@@ -97,6 +98,7 @@ func (s *stream) read(ev *Event, keep bool) (*frame, error) {
 		case kindLagged:
 			return nil, &LaggedError{LastEventID: s.last, RPC: &RPCError{Code: f.Error.Code, Message: f.Error.Message}}
 		}
+		s.notes++
 		switch f.Method {
 		case "session.event":
 			err := f.eventErr

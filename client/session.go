@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,14 @@ import (
 // concurrent use, but the server runs one turn at a time per session: a
 // Send made while another driver's turn runs waits silently in the
 // server's queue until it starts.
+//
+// A server forgets driver registrations when it restarts (paused turns
+// and everything else persist). When a driver method (sendMessage, the
+// tool loop's results, UpdateTools, CancelTurn, the sandbox and subagent
+// methods, or any Call) is refused with -32001 before the server admitted
+// it, the Session calls session.registerDriver once and sends the same
+// request once more, so tool results computed across a restart still
+// reach their paused turn.
 type Session struct {
 	ID      string
 	Key     string
@@ -27,7 +36,8 @@ type Session struct {
 // Call makes one JSON-RPC call on the session and decodes its terminal
 // result into result (when not nil). Notifications are discarded. It
 // serves methods the Session has no wrapper for, such as the sandbox and
-// subagent methods.
+// subagent methods. A -32001 refusal is retried once after registering
+// again, as described on Session.
 func (s *Session) Call(ctx context.Context, method string, params, result any) error {
 	raw, err := s.call(ctx, method, params, nil)
 	if err != nil {
@@ -43,11 +53,53 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 }
 
 func (s *Session) call(ctx context.Context, method string, params any, note func(Event)) (json.RawMessage, error) {
-	st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), method, params)
-	if err != nil {
-		return nil, err
+	var raw json.RawMessage
+	err := s.driving(ctx, method, func() (*stream, error) {
+		st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), method, params)
+		if err != nil {
+			return nil, err
+		}
+		raw, err = st.call(note)
+		return st, err
+	})
+	return raw, err
+}
+
+const registerDriver = "session.registerDriver"
+
+// codeNotDriver is the JSON-RPC error of a driver method called by a key
+// the server does not hold as a driver of the session.
+const codeNotDriver = -32001
+
+// register registers this client as a driver of the session.
+func (s *Session) register(ctx context.Context) error {
+	return s.Call(ctx, registerDriver, struct{}{}, nil)
+}
+
+// driving runs one request of method through do. Driver registrations
+// live in the server's memory, so a restarted server refuses the
+// session's driver methods with -32001 until the client registers again.
+// When the answer is that refusal, before any notification (so the
+// request was not admitted), driving registers again and runs do once
+// more with the same request; a second refusal, or a failed
+// registration, is the error returned. registerDriver itself is never
+// retried, so this cannot loop.
+func (s *Session) driving(ctx context.Context, method string, do func() (*stream, error)) error {
+	st, err := do()
+	if method == registerDriver || st == nil || st.notes > 0 || !notDriver(err) {
+		return err
 	}
-	return st.call(note)
+	s.h.c.log.InfoContext(ctx, "client registering again as a driver", "session", s.ID, "method", method)
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	_, err = do()
+	return err
+}
+
+func notDriver(err error) bool {
+	var re *RPCError
+	return errors.As(err, &re) && re.Code == codeNotDriver
 }
 
 // Send sends content as a user turn and runs the harness tool loop until
@@ -60,8 +112,16 @@ func (s *Session) call(ctx context.Context, method string, params any, note func
 // OnEvent hook live, as they arrive.
 //
 // A turn in which every provider failed returns *ProvidersFailedError.
-// Cancelling ctx aborts the exchange promptly; the server may still finish
-// the turn on its side.
+//
+// Cancelling ctx ends Send promptly but does not stop the turn: turns
+// belong to the session, not to the request. The server runs the turn to
+// its end, and the next Send, from this or any other driver, waits
+// silently in the server's queue behind it. A turn paused on this
+// client's tool calls (whose results a cancelled Send no longer sends)
+// stays paused: this client's next Send continues it, the calls answered
+// with "abandoned" errors, while other drivers wait for its abandonment
+// deadline. To stop the turn instead, call Session.CancelTurn (with a
+// context that is still live).
 func (s *Session) Send(ctx context.Context, content any) (*Reply, error) {
 	return s.send(ctx, content, nil)
 }
@@ -139,11 +199,18 @@ func (s *Session) sendMessage(ctx context.Context, msg Message, fn func(Event)) 
 			}
 		}
 	}
-	st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), "session.sendMessage", sendParams{Message: msg, StreamDeltas: fn != nil})
-	if err != nil {
-		return nil, err
-	}
-	return st.send(note)
+	const method = "session.sendMessage"
+	params := sendParams{Message: msg, StreamDeltas: fn != nil}
+	var res *sendResult
+	err := s.driving(ctx, method, func() (*stream, error) {
+		st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), method, params)
+		if err != nil {
+			return nil, err
+		}
+		res, err = st.send(note)
+		return st, err
+	})
+	return res, err
 }
 
 func (s *Session) report(err error) {
