@@ -49,7 +49,9 @@ type ExecOptions struct {
 	// Stdin is written to the command's standard input, which is then
 	// closed; nil gives the command an empty input.
 	Stdin []byte
-	// Limit caps each output stream in bytes; 0 means the driver default.
+	// Limit caps each output stream in bytes; 0 means the driver default,
+	// under which a cut stream ends with a line "[output truncated: N more
+	// bytes]" within the cap. A stream cut at a Limit given here is cut bare.
 	Limit int
 }
 

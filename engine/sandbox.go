@@ -123,11 +123,13 @@ func (e *Engine) StopRemoteSandbox(ctx context.Context, key *baton.Key) (any, er
 	return map[string]any{"stopped": true, "image": sb.image, "sandbox_id": sb.id}, nil
 }
 
-// stopSandbox stops sb and logs stop and stopped (or error) events.
+// stopSandbox stops sb and logs stop and stopped (or error) events. The
+// subagents running in sb end first (as failed, exit code -1), so the
+// driver's stop cannot leave one without an end.
 func (e *Engine) stopSandbox(ctx context.Context, sessionID, actor string, sb *remoteSandbox, reason string) error {
-	defer e.subs.sandboxStopped(sessionID, sb.id) // commands the stop did not end are aborted
 	base := map[string]any{"image": sb.image, "sandbox_id": sb.id, "reason": reason, "dispatch": "remote"}
 	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stop", base))
+	e.subs.sandboxStopped(sessionID, sb.id)
 	err := errNoDriver
 	if e.sandboxes != nil {
 		err = e.sandboxes.Stop(ctx, sb.id)
@@ -178,14 +180,11 @@ func (e *Engine) ExecRemoteSandbox(ctx context.Context, key *baton.Key, params j
 	return res, nil
 }
 
-// execSandbox runs command in sandbox id with the driver's output cap; a
-// cut stream ends with a note saying so.
+// execSandbox runs command in sandbox id under the driver's own output
+// cap, which notes a cut in the stream it cut (with how many bytes are
+// missing), within the cap.
 func (e *Engine) execSandbox(ctx context.Context, id, command string) (baton.ExecResult, error) {
-	res, err := e.sandboxes.Exec(ctx, id, command, baton.ExecOptions{})
-	if err == nil && res.Truncated {
-		res.Stdout += "\n[output truncated]"
-	}
-	return res, err
+	return e.sandboxes.Exec(ctx, id, command, baton.ExecOptions{})
 }
 
 // runningSandbox returns the session's started remote sandbox, if any.

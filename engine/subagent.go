@@ -69,6 +69,9 @@ type subagent struct {
 	stdout, stderr *string
 	truncated      bool
 	reason, detail *string
+	// unlogged is an end a sandbox stop recorded, for the subagent's
+	// goroutine to log once its command has returned.
+	unlogged *outcome
 }
 
 // agentView is one status tool entry; fields are in key order, as BAE
@@ -214,18 +217,30 @@ type outcome struct {
 	truncated      bool
 }
 
-// finish records o for ag if it is still tracked and running; otherwise a
-// cancel, a close or shutdown got there first and o is dropped.
-func (s *subagents) finish(sessionID string, ag *subagent, o outcome) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	set := s.sessions[sessionID]
-	if set == nil || set.byID[ag.id] != ag || ag.status != agentRunning {
-		return false
-	}
+// record sets ag's end to o; the caller holds subagents.mu.
+func (ag *subagent) record(o *outcome) {
 	ag.status, ag.reason, ag.detail, ag.exitCode = o.status, o.reason, o.detail, o.exitCode
 	ag.stdout, ag.stderr, ag.truncated = o.stdout, o.stderr, o.truncated
-	return true
+}
+
+// finish is called once by ag's goroutine when its command has returned,
+// with how it ended (nil when its context was ended by someone else). It
+// returns the end to log: the one a sandbox stop recorded, else o if ag is
+// still tracked and running (which it records), else nil — a cancel, a
+// close or shutdown got there first and logged the end, or chose not to.
+func (s *subagents) finish(sessionID string, ag *subagent, o *outcome) *outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := ag.unlogged; u != nil {
+		ag.unlogged = nil
+		return u
+	}
+	set := s.sessions[sessionID]
+	if o == nil || set == nil || set.byID[ag.id] != ag || ag.status != agentRunning {
+		return nil
+	}
+	ag.record(o)
+	return o
 }
 
 // report answers the status tool and evicts every finished subagent it
@@ -299,16 +314,26 @@ func (s *subagents) drop(sessionID string) []*subagent {
 	return running
 }
 
-// sandboxStopped aborts the commands still running in a sandbox that was
-// stopped; they end as failed with exit code -1, as a killed exec would.
+// sandboxStopped ends the running subagents of a sandbox about to be
+// stopped: each is failed at once, as a killed exec (exit code -1, no
+// output), which frees its slot, and its command is aborted; its
+// goroutine logs the end once the command has returned. It runs before
+// the driver stops the sandbox, so no command sees the stop as an error
+// of its own.
 func (s *subagents) sandboxStopped(sessionID, sandboxID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if set := s.sessions[sessionID]; set != nil {
-		for _, ag := range set.order {
-			if ag.status == agentRunning && ag.sandbox == sandboxID {
-				ag.cancel(errSandboxStopped)
-			}
+	set := s.sessions[sessionID]
+	if set == nil {
+		return
+	}
+	for _, ag := range set.order {
+		if ag.status == agentRunning && ag.sandbox == sandboxID {
+			code, empty, reason := -1, "", "nonzero_exit"
+			o := &outcome{status: agentFailed, event: eventAgentFailed, reason: &reason, exitCode: &code, stdout: &empty, stderr: &empty}
+			ag.record(o)
+			ag.unlogged = o
+			ag.cancel(errSandboxStopped)
 		}
 	}
 }
@@ -448,31 +473,39 @@ func (e *Engine) runSubagent(ctx context.Context, sessionID string, ag *subagent
 	if err == nil {
 		res, err = e.sandboxes.Exec(rctx, ag.sandbox, job.command, baton.ExecOptions{Stdin: job.stdin, Limit: subagentOutputCap})
 	}
-	cause := context.Cause(rctx)
+	cause := context.Cause(rctx) // nil unless rctx ended; read before stop ends it
 	stop()
-	var o outcome
+	if end := e.subs.finish(sessionID, ag, agentOutcome(res, err, cause)); end != nil {
+		e.logEnd(sessionID, ag, end)
+	}
+}
+
+// agentOutcome is how a subagent's exec ended: a timeout, a result (exit
+// 0 completed, else failed), or an error of the exec itself (a spawn
+// failure). It is nil when the subagent's context was ended by a cancel,
+// a close, a sandbox stop or shutdown, which record the end themselves.
+func agentOutcome(res baton.ExecResult, err, cause error) *outcome {
 	str := func(s string) *string { return &s }
 	switch {
 	case cause == errAgentTimeout:
-		o = outcome{status: agentTimedOut, event: eventAgentFailed, reason: str("timeout")}
+		return &outcome{status: agentTimedOut, event: eventAgentFailed, reason: str("timeout")}
 	case err == nil:
 		code := res.ExitCode
-		o = outcome{status: agentCompleted, event: eventAgentCompleted, exitCode: &code,
+		o := &outcome{status: agentCompleted, event: eventAgentCompleted, exitCode: &code,
 			stdout: &res.Stdout, stderr: &res.Stderr, truncated: res.Truncated}
 		if code != 0 {
 			o.status, o.event, o.reason = agentFailed, eventAgentFailed, str("nonzero_exit")
 		}
-	case cause == errSandboxStopped:
-		code := -1
-		o = outcome{status: agentFailed, event: eventAgentFailed, reason: str("nonzero_exit"), exitCode: &code, stdout: str(""), stderr: str("")}
-	case rctx.Err() != nil:
-		return // cancelled, closed or shut down: recorded by whoever did it
+		return o
+	case cause != nil:
+		return nil
 	default:
-		o = outcome{status: agentFailed, event: eventAgentFailed, reason: str("spawn_failed"), detail: str(err.Error())}
+		return &outcome{status: agentFailed, event: eventAgentFailed, reason: str("spawn_failed"), detail: str(err.Error())}
 	}
-	if !e.subs.finish(sessionID, ag, o) {
-		return
-	}
+}
+
+// logEnd logs the terminal event of ag, attributed to the launching client.
+func (e *Engine) logEnd(sessionID string, ag *subagent, o *outcome) {
 	p := ag.payload()
 	if o.detail != nil {
 		p["detail"] = *o.detail

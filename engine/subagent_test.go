@@ -32,6 +32,9 @@ import (
 // `sh -c command` as a subprocess in its own process group, feeds it
 // opt.Stdin, cuts each stream at opt.Limit on a UTF-8 boundary, and kills
 // the whole group when ctx ends. It reports every exec's start and end.
+// As a real driver's, Stop kills the sandbox's commands, whose execs fail
+// with errStopped, and returns once they have. With fail set, Exec fails
+// with it at once, as when a command cannot be started.
 type hostSandbox struct {
 	started chan string // command, when its process runs
 	ended   chan error  // the exec's error (nil for a result)
@@ -41,10 +44,21 @@ type hostSandbox struct {
 	stdins [][]byte
 	stops  []string
 	n      int
+	fail   error
+	execs  map[string][]*hostExec // running, by sandbox id
 }
 
+// hostExec is one running exec: abort kills it, done is closed when its
+// Exec returns.
+type hostExec struct {
+	abort context.CancelFunc
+	done  chan struct{}
+}
+
+var errStopped = errors.New("sandbox runtime error: the sandbox was stopped")
+
 func newHostSandbox() *hostSandbox {
-	return &hostSandbox{started: make(chan string, 64), ended: make(chan error, 64)}
+	return &hostSandbox{started: make(chan string, 64), ended: make(chan error, 64), execs: map[string][]*hostExec{}}
 }
 
 func (h *hostSandbox) EnsureImage(context.Context, string) error { return nil }
@@ -59,16 +73,33 @@ func (h *hostSandbox) Start(_ context.Context, image string) (string, error) {
 func (h *hostSandbox) Stop(_ context.Context, id string) error {
 	h.mu.Lock()
 	h.stops = append(h.stops, id)
+	running := h.execs[id]
+	delete(h.execs, id)
 	h.mu.Unlock()
+	for _, x := range running {
+		x.abort()
+		<-x.done
+	}
 	return nil
 }
 
-func (h *hostSandbox) Exec(ctx context.Context, _, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
+func (h *hostSandbox) Exec(ctx context.Context, id, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
 	h.mu.Lock()
 	h.limits = append(h.limits, opt.Limit)
 	h.stdins = append(h.stdins, opt.Stdin)
+	fail := h.fail
+	x := &hostExec{done: make(chan struct{})}
+	var sbCtx context.Context
+	sbCtx, x.abort = context.WithCancel(ctx)
+	defer x.abort()
+	defer close(x.done)
+	h.execs[id] = append(h.execs[id], x)
 	h.mu.Unlock()
-	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	if fail != nil {
+		h.ended <- fail
+		return baton.ExecResult{}, fail
+	}
+	cmd := exec.CommandContext(sbCtx, "sh", "-c", command)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
@@ -83,9 +114,13 @@ func (h *hostSandbox) Exec(ctx context.Context, _, command string, opt baton.Exe
 	}
 	h.started <- command
 	err := cmd.Wait()
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		h.ended <- ctx.Err()
 		return baton.ExecResult{}, ctx.Err()
+	case sbCtx.Err() != nil:
+		h.ended <- errStopped
+		return baton.ExecResult{}, errStopped
 	}
 	code := 0
 	var exit *exec.ExitError
@@ -707,22 +742,75 @@ func TestSubagentSessionClose(t *testing.T) {
 }
 
 // TestSubagentSandboxStop ends a subagent whose sandbox was stopped under
-// it as a killed command.
+// it as a killed command: at once for the status tool and the session's
+// cap, and with one failed event. The driver's stop kills the command as
+// a real one does, failing its exec.
 func TestSubagentSandboxStop(t *testing.T) {
-	r := newRig(t, engine.Options{})
+	r := newRig(t, engine.Options{MaxSubagents: 1})
 	r.startSandbox("img")
 	id := r.launch("hang", "m", "p")
 	<-r.sb.started
 	if _, err := r.e.StopRemoteSandbox(r.ctx, r.key); err != nil {
 		t.Fatal(err)
 	}
+	_, text, _ := r.call("remote_subagent_status", `{}`)
+	entry := fmt.Sprintf(`{"detail":null,"exit_code":-1,"harness":"hang","model":"m","reason":"nonzero_exit","status":"failed","stderr":"","stdout":"","subagent_id":%q,"truncated":false}`, id)
+	if text != `{"subagents":[`+entry+`]}` {
+		t.Errorf("status after the stop = %s\nwant the failed entry", text)
+	}
+	r.startSandbox("img")
+	next := r.launch("echo", "m", "p") // the stopped subagent freed its slot
+
 	ev := r.wait("session.subagent.failed", id)
 	want := fmt.Sprintf(`{"detail":null,"dispatch":"remote","exit_code":-1,"harness":"hang","model":"m","reason":"nonzero_exit","subagent_id":%q}`, id)
 	if string(ev.Payload) != want {
 		t.Errorf("failed = %s, want %s", ev.Payload, want)
 	}
+	if ev.ClientKeyID != r.key.ClientID {
+		t.Errorf("failed attributed to %q", ev.ClientKeyID)
+	}
 	if err := <-r.sb.ended; !errors.Is(err, context.Canceled) {
-		t.Errorf("exec ended with %v", err)
+		t.Errorf("exec ended with %v, want it aborted before the driver's stop", err)
+	}
+	r.wait("session.subagent.completed", next)
+	var got []string
+	for _, line := range r.agentEvents() {
+		if strings.Contains(line, id) {
+			got = append(got, line)
+		}
+	}
+	wantEvents := []string{lifecycle("start", id, "hang", "m"), lifecycle("running", id, "hang", "m"), "session.subagent.failed " + want}
+	if diff := cmp.Diff(wantEvents, got); diff != "" {
+		t.Errorf("events of the stopped subagent (-want +got):\n%s", diff)
+	}
+}
+
+// TestSubagentSpawnFailed records an exec that could not run the command
+// as failed (spawn_failed, with the error as detail) and frees its slot.
+func TestSubagentSpawnFailed(t *testing.T) {
+	r := newRig(t, engine.Options{MaxSubagents: 1})
+	r.startSandbox("img")
+	r.sb.mu.Lock()
+	r.sb.fail = errors.New("exec: sh: no such file or directory")
+	r.sb.mu.Unlock()
+	id := r.launch("echo", "m", "p")
+	ev := r.wait("session.subagent.failed", id)
+	want := fmt.Sprintf(`{"detail":"exec: sh: no such file or directory","dispatch":"remote","exit_code":null,"harness":"echo","model":"m","reason":"spawn_failed","subagent_id":%q}`, id)
+	if string(ev.Payload) != want {
+		t.Errorf("failed = %s, want %s", ev.Payload, want)
+	}
+	r.sb.mu.Lock()
+	r.sb.fail = nil
+	r.sb.mu.Unlock()
+	next := r.launch("echo", "m", "p") // the failed subagent freed its slot
+	r.wait("session.subagent.completed", next)
+	_, text, _ := r.call("remote_subagent_status", `{}`)
+	entry := fmt.Sprintf(`{"detail":"exec: sh: no such file or directory","exit_code":null,"harness":"echo","model":"m","reason":"spawn_failed","status":"failed","stderr":null,"stdout":null,"subagent_id":%q,"truncated":false}`, id)
+	if !strings.HasPrefix(text, `{"subagents":[`+entry+`,`) {
+		t.Errorf("status = %s\nwant first %s", text, entry)
+	}
+	if n := strings.Count(strings.Join(r.agentEvents(), "\n"), "session.subagent.failed"); n != 1 {
+		t.Errorf("%d failed events, want 1", n)
 	}
 }
 

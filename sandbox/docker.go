@@ -42,8 +42,9 @@ type Docker struct {
 	// so that Cleanup leaves other servers' sandboxes on a shared engine
 	// alone.
 	Instance string
-	// OutputCap bounds each output stream of an exec; 0 means
-	// DefaultOutputCap. Set before first use.
+	// OutputCap bounds each output stream of an exec that sets no limit,
+	// a cut noted in the stream; 0 means DefaultOutputCap. Set before
+	// first use.
 	OutputCap int
 
 	socket string

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 )
@@ -127,7 +126,8 @@ func (d *Docker) Cleanup(ctx context.Context) (int, error) {
 
 // Exec runs `sh -c command` in the container and collects its output,
 // each stream capped at opt.Limit or OutputCap (the excess is dropped and
-// the result marked truncated). opt.Stdin, when set, is written to the
+// the result marked truncated; under OutputCap the cut stream ends with a
+// note, see outputBuffers). opt.Stdin, when set, is written to the
 // command's standard input over a hijacked connection, which is then
 // half-closed. A non-zero exit is a result; ctx cancellation aborts.
 func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
@@ -153,7 +153,7 @@ func (d *Docker) Exec(ctx context.Context, id, command string, opt baton.ExecOpt
 	}
 	execPath := "/exec/" + url.PathEscape(created.ID)
 	start := map[string]any{"Detach": false, "Tty": false}
-	stdout, stderr := &capBuffer{max: outputLimit(opt.Limit, d.OutputCap)}, &capBuffer{max: outputLimit(opt.Limit, d.OutputCap)}
+	stdout, stderr := outputBuffers(opt.Limit, d.OutputCap)
 	if opt.Stdin != nil {
 		err = d.attach(ctx, execPath+"/start", start, opt.Stdin, stdout, stderr)
 	} else {
@@ -321,69 +321,4 @@ func Demux(r io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("read stream: %w", err)
 		}
 	}
-}
-
-// outputLimit is the cap of each output stream of an exec: its own limit,
-// else the driver's cap, else DefaultOutputCap.
-func outputLimit(limit, driverCap int) int {
-	if limit > 0 {
-		return limit
-	}
-	if driverCap > 0 {
-		return driverCap
-	}
-	return DefaultOutputCap
-}
-
-// execResult is the result of an exec with the given output and exit code.
-func execResult(stdout, stderr *capBuffer, code int) baton.ExecResult {
-	return baton.ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: code,
-		Truncated: stdout.dropped > 0 || stderr.dropped > 0}
-}
-
-// capBuffer keeps the first max bytes written and counts the rest.
-type capBuffer struct {
-	max     int
-	buf     []byte
-	dropped int64
-}
-
-func (c *capBuffer) Write(p []byte) (int, error) {
-	room := c.max - len(c.buf)
-	if room >= len(p) {
-		c.buf = append(c.buf, p...)
-	} else {
-		if room > 0 {
-			c.buf = append(c.buf, p[:room]...)
-		}
-		c.dropped += int64(len(p) - max(room, 0))
-	}
-	return len(p), nil
-}
-
-// String returns the kept bytes; after a cut, an incomplete UTF-8
-// sequence at the end is dropped too.
-func (c *capBuffer) String() string {
-	b := c.buf
-	if c.dropped > 0 {
-		b = trimPartialRune(b)
-	}
-	return string(b)
-}
-
-// trimPartialRune drops a trailing incomplete UTF-8 sequence.
-func trimPartialRune(b []byte) []byte {
-	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < utf8.RuneSelf {
-			return b // ASCII: nothing partial after it
-		}
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return b[:len(b)-i]
-			}
-			return b
-		}
-	}
-	return b
 }

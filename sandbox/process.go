@@ -37,7 +37,7 @@ type ProcessOptions struct {
 	// Timeout bounds one exec (DefaultExecTimeout when 0).
 	Timeout time.Duration
 	// OutputCap bounds each output stream of an exec when the exec sets no
-	// limit; 0 means DefaultOutputCap.
+	// limit, a cut noted in the stream; 0 means DefaultOutputCap.
 	OutputCap int
 	// HostUID is the first host uid/gid of the user namespace mapping
 	// (DefaultHostUID when 0).

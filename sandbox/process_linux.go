@@ -311,10 +311,10 @@ func (p *Process) acquire(id string) *box {
 }
 
 // Exec runs `sh -c command` in the sandbox, each output stream capped at
-// opt.Limit or OutputCap. A non-zero exit is a result; so is a command
-// killed by the exec timeout (exit -1, with a note on stderr). ctx
-// cancellation kills the command and everything it started, and returns
-// ctx's error.
+// opt.Limit or OutputCap as Docker.Exec caps them. A non-zero exit is a
+// result; so is a command killed by the exec timeout (exit -1, with a
+// note on stderr). ctx cancellation kills the command and everything it
+// started, and returns ctx's error.
 func (p *Process) Exec(ctx context.Context, id, command string, opt baton.ExecOptions) (baton.ExecResult, error) {
 	fail := func(err error) (baton.ExecResult, error) {
 		return baton.ExecResult{}, fmt.Errorf("sandbox runtime error: process exec %q failed: %v", id, err)
@@ -331,7 +331,7 @@ func (p *Process) Exec(ctx context.Context, id, command string, opt baton.ExecOp
 		}
 		return fail(err)
 	}
-	stdout, stderr := &capBuffer{max: outputLimit(opt.Limit, p.opt.OutputCap)}, &capBuffer{max: outputLimit(opt.Limit, p.opt.OutputCap)}
+	stdout, stderr := outputBuffers(opt.Limit, p.opt.OutputCap)
 	ooms := b.cg.oomKills()
 	end, timedOut, err := j.exec(ctx, b.ctx, p.opt.Timeout, command, opt.Stdin, stdout, stderr)
 	switch {

@@ -115,9 +115,15 @@ func TestProcessExec(t *testing.T) {
 func TestProcessOutputCap(t *testing.T) {
 	p := newProcess(t, ProcessOptions{OutputCap: 1000})
 	id := start(t, p)
+	// Cut at the driver's cap, the kept lines make room for a note; the
+	// uncut stream is left alone.
 	res := run(t, p, id, "yes | head -c 5000; yes e | head -c 50 >&2")
-	if res.Stdout != strings.Repeat("y\n", 500) || res.Stderr != strings.Repeat("e\n", 25) || !res.Truncated {
-		t.Errorf("driver cap: %d bytes out, %q err, truncated %v", len(res.Stdout), res.Stderr, res.Truncated)
+	if res.Stdout != strings.Repeat("y\n", 482)+"[output truncated: 4036 more bytes]" || res.Stderr != strings.Repeat("e\n", 25) || !res.Truncated {
+		t.Errorf("driver cap: %d bytes out ending %q, %q err, truncated %v", len(res.Stdout), res.Stdout[max(len(res.Stdout)-40, 0):], res.Stderr, res.Truncated)
+	}
+	res = run(t, p, id, "echo out; yes e | head -c 5000 >&2")
+	if res.Stdout != "out\n" || res.Stderr != strings.Repeat("e\n", 482)+"[output truncated: 4036 more bytes]" || !res.Truncated {
+		t.Errorf("driver cap on stderr: %q out, %d bytes err, truncated %v", res.Stdout, len(res.Stderr), res.Truncated)
 	}
 	// An exec's own limit wins, and a cut never splits a character.
 	res, err := p.Exec(context.Background(), id, "printf 'aaé and more'", baton.ExecOptions{Limit: 3})

@@ -19,16 +19,7 @@ import (
 // Auto-mode sandbox tool through a real server with the process driver
 // over a busybox rootfs.
 func TestProcessSandboxEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the process driver needs root: namespaces, cgroups and pivot_root")
-	}
-	probe := exec.Command("/bin/true")
-	probe.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
-	if err := probe.Run(); err != nil {
-		t.Skipf("Linux namespaces unavailable here: %v", err)
-	}
-	rootfs := t.TempDir()
-	sandboxtest.Rootfs(t, rootfs, "busybox")
+	rootfs := busyboxRootfs(t)
 	var leftover string
 	s := startServer(t, func(env map[string]string) {
 		env["BAE_SANDBOX_DRIVER"] = "process"
@@ -106,4 +97,21 @@ func TestProcessSandboxEndToEnd(t *testing.T) {
 	if _, err := os.Stat(state); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state after close: %v", err)
 	}
+}
+
+// busyboxRootfs returns a BATON_SANDBOX_ROOTFS_DIR holding the image
+// "busybox", skipping t where the process driver cannot run.
+func busyboxRootfs(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the process driver needs root: namespaces, cgroups and pivot_root")
+	}
+	probe := exec.Command("/bin/true")
+	probe.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
+	if err := probe.Run(); err != nil {
+		t.Skipf("Linux namespaces unavailable here: %v", err)
+	}
+	rootfs := t.TempDir()
+	sandboxtest.Rootfs(t, rootfs, "busybox")
+	return rootfs
 }

@@ -110,6 +110,67 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 	}
 }
 
+// TestDockerSandboxExecOutputCap: execRemoteSandbox keeps at most 1 MiB
+// of each stream; a cut stream (and only that one) ends with a note of
+// how many bytes are missing, within the 1 MiB, and never splits a
+// character.
+func TestDockerSandboxExecOutputCap(t *testing.T) {
+	const mib = 1 << 20
+	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}, Exec: func(cmd []string) sandboxtest.Script {
+		switch cmd[2] {
+		case "big-out":
+			return sandboxtest.Script{Frames: []sandboxtest.Frame{{Stream: 1, Data: strings.Repeat("y", mib+500)}, {Stream: 2, Data: "warn\n"}}}
+		case "big-err":
+			return sandboxtest.Script{Frames: []sandboxtest.Frame{{Stream: 1, Data: "ok\n"}, {Stream: 2, Data: strings.Repeat("é", 600000)}}, ExitCode: 1}
+		}
+		return sandboxtest.Script{ExitCode: 127}
+	}}
+	sock := eng.Start(t)
+	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
+	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}})
+	_, key := s.clientKey("k", pro)
+	r := s.client("POST", "/api/v1/sessions", key, map[string]any{})
+	mustStatus(t, r, 201)
+	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
+	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
+	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+
+	type result struct {
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+		ExitCode int    `json:"exit_code"`
+	}
+	tests := []struct {
+		command string
+		want    result
+	}{
+		// 35 bytes of y give way to the note.
+		{"big-out", result{Stdout: strings.Repeat("y", mib-35) + "\n[output truncated: 535 more bytes]", Stderr: "warn\n"}},
+		// 1.2 MB of 2-byte characters: 524 269 of them are kept.
+		{"big-err", result{Stdout: "ok\n", Stderr: strings.Repeat("é", (mib-38)/2) + "\n[output truncated: 151462 more bytes]", ExitCode: 1}},
+	}
+	for _, tc := range tests {
+		res, _ := rpcResult(t, s, sid, sk, "session.execRemoteSandbox", map[string]any{"command": tc.command})
+		var got result
+		if err := json.Unmarshal(res, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: stdout %d bytes ending %q, stderr %d bytes ending %q, exit %d; want %d ending %q, %d ending %q, exit %d",
+				tc.command, len(got.Stdout), tail(got.Stdout), len(got.Stderr), tail(got.Stderr), got.ExitCode,
+				len(tc.want.Stdout), tail(tc.want.Stdout), len(tc.want.Stderr), tail(tc.want.Stderr), tc.want.ExitCode)
+		}
+		if len(got.Stdout) > mib || len(got.Stderr) > mib {
+			t.Errorf("%s: %d and %d bytes, over 1 MiB", tc.command, len(got.Stdout), len(got.Stderr))
+		}
+	}
+}
+
+// tail is the end of s, for messages.
+func tail(s string) string {
+	return s[max(len(s)-48, 0):]
+}
+
 // TestDockerSandboxCleanupAtStart: this server's sandboxes left by a
 // crashed run are removed when it starts again, and at shutdown.
 func TestDockerSandboxCleanupAtStart(t *testing.T) {
