@@ -12,7 +12,12 @@ import (
 // about brain sessions becomes session events and moves the turns on.
 type brainSink struct{ e *Engine }
 
-var _ baton.AgentSink = brainSink{}
+var (
+	_ baton.AgentSink = brainSink{}
+	_ interface {
+		LoadAgent(ctx context.Context, sessionID string) error // the hub's loadingSink
+	} = brainSink{}
+)
 
 // agentTypes are the AgentEvent types stored under their own type; any
 // other agent.* type is stored as is too, and anything else as
@@ -251,6 +256,18 @@ func deltaText(delta json.RawMessage) (text string, ok bool) {
 		return *obj.Text, true
 	}
 	return "", false
+}
+
+// LoadAgent rebuilds the brain session from its log, once (the hub
+// takes back its open interactions before it looks one up).
+func (k brainSink) LoadAgent(ctx context.Context, sessionID string) error {
+	bs, err := k.e.lookupBrain(ctx, sessionID, "")
+	if err != nil || bs == nil {
+		return err
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return k.e.loadLocked(ctx, bs)
 }
 
 // Interaction records interaction.request for the session's drivers.

@@ -379,16 +379,18 @@ func (e *Engine) runAll(bs *brainSession, calls []*brainCall) {
 }
 
 // cancelOnExecutor sends turn.cancel; when it cannot reach the executor
-// the turn ends here as cancelled.
+// the turn ends here as cancelled (the hub holds turn.cancel until the
+// executor resumes the session, before any new turn.start).
 func (e *Engine) cancelOnExecutor(ctx context.Context, bs *brainSession, t *brainTurn) {
 	if _, err := e.brains.b.CancelTurn(ctx, bs.id, t.id); err != nil {
-		e.log.Warn("turn.cancel not delivered; the turn ends here", "session_id", bs.id, "turn_id", t.id, "err", err)
+		e.log.Warn("turn.cancel not answered; the turn ends here", "session_id", bs.id, "turn_id", t.id, "err", err)
 		e.endTurn(bs, t, func(c *brainCall) *baton.TurnResult { return c.text(cancelledText) })
 	}
 }
 
 // cancelBrain serves cancelTurn on a brain session; handled is false when
-// the session has no brain turn state (a server turn, or none at all).
+// the session has no brain turn state (a server turn, or none at all). A
+// repeat while the turn is still ending succeeds again.
 func (e *Engine) cancelBrain(ctx context.Context, key *baton.Key) (handled bool, err error) {
 	bs := e.brains.get(key.Name)
 	if bs == nil {
@@ -396,7 +398,11 @@ func (e *Engine) cancelBrain(ctx context.Context, key *baton.Key) (handled bool,
 	}
 	bs.mu.Lock()
 	t := bs.turn
-	if t == nil || t.canceled {
+	if t != nil && t.canceled {
+		bs.mu.Unlock()
+		return true, nil
+	}
+	if t == nil {
 		bs.mu.Unlock()
 		return true, baton.Errorf(baton.ECodeNoTurn, "no turn is running or paused in this session")
 	}

@@ -22,8 +22,10 @@ import (
 // for the resume window while it is away, until session.close. Durable
 // agent events are deduplicated by event_id and taken in sequence order;
 // requests to the executor that must arrive (interaction.response,
-// agent.custom_tool_result, session.close) are held and re-sent, on every
-// new connection, until the executor answers them.
+// agent.custom_tool_result, turn.cancel, session.close) are held and
+// re-sent, on every new connection, until the executor answers them. A
+// held turn.cancel goes out before any new turn.start; custom tool
+// results not delivered yet are dropped when their turn ends.
 
 // Errors of the brain side; test them with errors.Is.
 var (
@@ -33,6 +35,8 @@ var (
 	ErrNoInteraction  = &baton.Error{Code: baton.ECodeNotFound, Message: "no such interaction"}
 	ErrAnswered       = &baton.Error{Code: baton.ECodeConflict, Message: "the interaction is no longer open"}
 	ErrAgentClosing   = &baton.Error{Code: baton.ECodeConflict, Message: "the agent session is closing"}
+	ErrTurnOver       = &baton.Error{Code: baton.ECodeConflict, Message: "the turn is over"}
+	ErrNoCustomTools  = &baton.Error{Code: baton.ECodeUnavailable, Message: "the executor takes no custom tool results"}
 )
 
 var _ baton.Brains = (*Hub)(nil)
@@ -64,15 +68,16 @@ type agentSession struct {
 	id        string
 	execID    string
 	machineID string
-	epochs    []int64         // every epoch given, oldest first; the last is current
-	turns     map[string]bool // turn ids started
-	running   string          // the running turn as far as events tell; "" when idle
-	lastIdle  string          // the last turn whose session.status_idle came
-	acked     int64           // highest sequence taken
-	seen      seen            // event ids taken
-	custom    map[string]bool // tool_use_ids whose result is held or delivered
-	out       []*delivery     // requests held until the executor answers
-	closing   bool            // CloseAgent was called
+	epochs    []int64           // every epoch given, oldest first; the last is current
+	turns     map[string]bool   // turn ids started
+	running   string            // the running turn as far as events tell; "" when idle
+	lastIdle  string            // the last turn whose session.status_idle came
+	acked     int64             // highest sequence taken
+	seen      seen              // event ids taken
+	custom    map[string]bool   // tool_use_ids whose result is held or delivered
+	useTurn   map[string]string // turn of each agent.custom_tool_use, by tool_use_id; "" once the turn is over
+	out       []*delivery       // requests held until the executor answers
+	closing   bool              // CloseAgent was called
 	ended     bool
 	lost      Timer // the resume window while its executor is away
 	lostGen   int
@@ -88,8 +93,40 @@ type delivery struct {
 	method   string
 	params   any
 	inflight bool
+	turn     string                    // the turn an agent.custom_tool_result belongs to, when known
 	answered func(res json.RawMessage) // runs under Hub.mu once answered; may be nil
 	after    func()                    // runs under Hub.mu once answered, even with an error; may be nil
+	done     chan struct{}             // closed once it is no longer held; may be nil
+}
+
+// over closes d.done, once; Hub.mu is held.
+func (d *delivery) over() {
+	if d.done == nil {
+		return
+	}
+	select {
+	case <-d.done:
+	default:
+		close(d.done)
+	}
+}
+
+// dropOutLocked forgets every held request of a.
+func dropOutLocked(a *agentSession) {
+	for _, d := range a.out {
+		d.over()
+	}
+	a.out = nil
+}
+
+// heldCancelLocked returns a's held turn.cancel, if any.
+func heldCancelLocked(a *agentSession) *delivery {
+	for _, d := range a.out {
+		if d.method == proto.MethodTurnCancel {
+			return d
+		}
+	}
+	return nil
 }
 
 // Attach sets the sink of agent reports (the engine).
@@ -121,6 +158,15 @@ func (h *Hub) StartTurn(ctx context.Context, t *baton.BrainTurn) error {
 			h.mu.Unlock()
 			return fmt.Errorf("%w (executor %s)", ErrDetached, a.execID)
 		}
+		if d := heldCancelLocked(a); d != nil { // the cancelled turn goes first
+			h.mu.Unlock()
+			select {
+			case <-d.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return h.StartTurn(ctx, t)
+		}
 		epoch := a.epoch()
 		h.mu.Unlock()
 		return h.sendStart(ctx, a, rec, c, t, epoch)
@@ -148,7 +194,7 @@ func (h *Hub) StartTurn(ctx context.Context, t *baton.BrainTurn) error {
 		}
 		h.epoch++
 		a := &agentSession{id: t.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
-			turns: map[string]bool{}, custom: map[string]bool{}}
+			turns: map[string]bool{}, custom: map[string]bool{}, useTurn: map[string]string{}}
 		h.ag.sessions[t.SessionID] = a  // before turn.start: its events may come before its answer
 		delete(h.ag.early, t.SessionID) // held for an agent session that never came back
 		h.mu.Unlock()
@@ -302,18 +348,56 @@ func (h *Hub) TurnInput(ctx context.Context, sessionID, turnID, inputID string, 
 	return err
 }
 
-// CancelTurn implements baton.Brains.
+// CancelTurn implements baton.Brains. The turn's custom tool results not
+// delivered yet are dropped. While the executor is away (or the request
+// is lost with its connection) turn.cancel is held: it goes out when the
+// executor resumes the session, before any new turn.start, and CancelTurn
+// returns an error wrapping ErrDetached.
 func (h *Hub) CancelTurn(ctx context.Context, sessionID, turnID string) (bool, error) {
-	var res proto.TurnCancelResult
-	err := h.agentRequest(ctx, sessionID, proto.MethodTurnCancel, proto.TurnCancelParams{SessionID: sessionID, TurnID: turnID}, &res)
-	if errors.Is(err, ErrNoAgentSession) {
-		return false, nil
+	h.mu.Lock()
+	h.ag.init()
+	if a := h.ag.sessions[sessionID]; a != nil {
+		h.turnOverLocked(a, turnID)
 	}
+	h.mu.Unlock()
+	var res proto.TurnCancelResult
+	params := proto.TurnCancelParams{SessionID: sessionID, TurnID: turnID}
+	err := h.agentRequest(ctx, sessionID, proto.MethodTurnCancel, params, &res)
 	var pe *proto.Error
-	if errors.As(err, &pe) {
+	switch {
+	case errors.Is(err, ErrNoAgentSession):
+		return false, nil
+	case errors.As(err, &pe):
 		return false, baton.Errorf(baton.ECodeUnavailable, "the executor refused turn.cancel: %s", pe.Message)
+	case err != nil: // it may not have arrived: held, as answers are
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if a := h.ag.sessions[sessionID]; a != nil && !a.closing {
+			h.holdLocked(a, &delivery{key: "cancel\x00" + turnID, method: proto.MethodTurnCancel, params: params, done: make(chan struct{})})
+			return false, fmt.Errorf("turn.cancel held until the executor is back: %w", err)
+		}
 	}
 	return res.Canceled, err
+}
+
+// turnOverLocked notes that a's turn ended or was cancelled: its custom
+// tool results not delivered yet are dropped, and later ones refused.
+func (h *Hub) turnOverLocked(a *agentSession, turnID string) {
+	if turnID == "" {
+		return
+	}
+	for id, tr := range a.useTurn {
+		if tr == turnID {
+			a.useTurn[id] = ""
+		}
+	}
+	a.out = slices.DeleteFunc(a.out, func(d *delivery) bool {
+		if d.method != proto.MethodCustomToolResult || d.turn != turnID {
+			return false
+		}
+		d.over()
+		return true
+	})
 }
 
 // CloseAgent implements baton.Brains: session.close is held until the
@@ -332,7 +416,7 @@ func (h *Hub) CloseAgent(sessionID string) {
 	}
 	a.closing = true
 	h.dropInteractionsLocked(sessionID)
-	a.out = nil // answers and results no longer matter
+	dropOutLocked(a) // answers, results and cancels no longer matter
 	h.holdLocked(a, h.unmountBeforeLocked(a, &delivery{key: "close", method: proto.MethodSessionClose, params: proto.SessionCloseParams{SessionID: sessionID},
 		answered: func(res json.RawMessage) {
 			var r proto.SessionCloseResult
@@ -407,6 +491,7 @@ func (h *Hub) send(a *agentSession, c *conn, d *delivery) {
 		return // dropped meanwhile
 	}
 	a.out = slices.Delete(a.out, i, i+1)
+	d.over()
 	if d.answered != nil && pe == nil {
 		d.answered(res)
 	}
@@ -422,7 +507,7 @@ func (h *Hub) endAgentLocked(a *agentSession) {
 		return
 	}
 	a.ended = true
-	a.out = nil
+	dropOutLocked(a)
 	a.lostGen++
 	h.fs.dropAgentLocked(a)
 	if a.lost != nil {
@@ -508,7 +593,7 @@ func (h *Hub) resumeAgentsLocked(rec *execRec, r *proto.Resume) []*agentSession 
 			}
 			h.epoch = max(h.epoch, s.Epoch) + 1
 			a := &agentSession{id: s.SessionID, execID: rec.id, machineID: rec.machineID, epochs: []int64{h.epoch},
-				acked: *s.AckedSequence, turns: map[string]bool{}, custom: map[string]bool{}}
+				acked: *s.AckedSequence, turns: map[string]bool{}, custom: map[string]bool{}, useTurn: map[string]string{}}
 			h.ag.sessions[a.id] = a
 			h.takeEarlyLocked(a)
 			out = append(out, a)

@@ -75,6 +75,14 @@ func (c *conn) agentEvent(ctx context.Context, p *proto.SessionEventParams) (any
 		a.acked = seq
 		h.mu.Unlock()
 		return proto.SessionEventResult{AckedSequence: &seq}, nil
+	case ev.Type == baton.AgentCustomToolUse && !customTools(c.exec):
+		// No agent.custom_tool_result may go to this executor: the call is
+		// refused, and its sequence taken so that the events after it flow.
+		a.acked = seq
+		a.seen.add(p.EventID)
+		h.mu.Unlock()
+		return nil, proto.CapabilityMissing("agent.custom_tools",
+			"agent.custom_tool_use needs the agent.custom_tools capability, which this executor did not declare")
 	}
 	machine, execID := a.machineID, a.execID
 	h.mu.Unlock()
@@ -89,11 +97,20 @@ func (c *conn) agentEvent(ctx context.Context, p *proto.SessionEventParams) (any
 	defer h.mu.Unlock()
 	a.acked = seq
 	a.seen.add(p.EventID)
-	if ev.Type == baton.AgentStatusIdle {
+	switch ev.Type {
+	case baton.AgentCustomToolUse:
+		if a.useTurn == nil {
+			a.useTurn = map[string]string{}
+		}
+		if _, ok := a.useTurn[p.EventID]; !ok {
+			a.useTurn[p.EventID] = p.TurnID
+		}
+	case baton.AgentStatusIdle:
 		a.lastIdle = p.TurnID
 		if a.running == p.TurnID {
 			a.running = ""
 		}
+		h.turnOverLocked(a, p.TurnID)
 	}
 	return proto.SessionEventResult{AckedSequence: &seq}, nil
 }
@@ -140,6 +157,12 @@ func (c *conn) agentEnded(p *proto.SessionEndedParams) bool {
 	}
 	h.lostLocked(a, err)
 	return true
+}
+
+// customTools reports whether rec declared agent.custom_tools; Hub.mu
+// is held.
+func customTools(rec *execRec) bool {
+	return rec != nil && rec.caps.Agent != nil && rec.caps.Agent.CustomTools
 }
 
 // has reports whether id is remembered.

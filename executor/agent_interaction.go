@@ -71,15 +71,25 @@ func (c *conn) interactionRequest(ctx context.Context, f *proto.Frame) (any, err
 	h := c.hub
 	h.mu.Lock()
 	h.ag.init()
+	_, e := c.agentLocked(p.SessionID, 0)
+	sink := h.ag.sink
+	h.mu.Unlock()
+	if e != nil {
+		return nil, e
+	}
+	if sink == nil {
+		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", proto.MethodInteractionRequest)
+	}
+	if ls, ok := sink.(loadingSink); ok { // restores the interactions of its log first
+		if err := ls.LoadAgent(ctx, p.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	h.mu.Lock()
 	a, e := c.agentLocked(p.SessionID, 0)
 	if e != nil {
 		h.mu.Unlock()
 		return nil, e
-	}
-	sink := h.ag.sink
-	if sink == nil {
-		h.mu.Unlock()
-		return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", proto.MethodInteractionRequest)
 	}
 	k := ixKey(a.execID, p.InteractionID)
 	if x := h.ag.byKey[k]; x != nil {
@@ -232,6 +242,13 @@ func (h *Hub) takeEarlyLocked(a *agentSession) {
 	}
 }
 
+// loadingSink is a sink that rebuilds a session's state from its log on
+// first use after a restart, RestoreInteraction included; the hub asks
+// it to before it looks an interaction_id up.
+type loadingSink interface {
+	LoadAgent(ctx context.Context, sessionID string) error
+}
+
 // keyedSink is a sink that records the executor's interaction_id (key)
 // with a new interaction, for RestoreInteraction after a restart.
 type keyedSink interface {
@@ -291,17 +308,30 @@ func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult
 	defer h.mu.Unlock()
 	h.ag.init()
 	a := h.ag.sessions[sessionID]
+	var turn string
 	switch { // a == nil: held until the executor resumes the session after a restart
 	case a != nil && a.closing:
 		return fmt.Errorf("%w: %s", ErrNoAgentSession, sessionID)
+	case a != nil && h.execs[a.execID] != nil && !customTools(h.execs[a.execID]): // unknown while away
+		return fmt.Errorf("%w: executor %s did not declare agent.custom_tools", ErrNoCustomTools, a.execID)
+	case a != nil && overUse(a, toolUseID):
+		return fmt.Errorf("%w: the turn of %s is over", ErrTurnOver, toolUseID)
 	case a != nil && a.custom[toolUseID]:
 		return nil // only the first result of a call counts
 	case a != nil:
+		turn = a.useTurn[toolUseID]
 		a.custom[toolUseID] = true
 	}
-	h.holdAnyLocked(sessionID, &delivery{key: "custom\x00" + toolUseID, method: proto.MethodCustomToolResult,
+	h.holdAnyLocked(sessionID, &delivery{key: "custom\x00" + toolUseID, method: proto.MethodCustomToolResult, turn: turn,
 		params: proto.CustomToolResultParams{SessionID: sessionID, ToolUseID: toolUseID, Content: content, IsError: r.IsError}})
 	return nil
+}
+
+// overUse reports whether the turn of custom tool call toolUseID is
+// over; Hub.mu is held.
+func overUse(a *agentSession, toolUseID string) bool {
+	turn, ok := a.useTurn[toolUseID]
+	return ok && turn == ""
 }
 
 type textBlock struct {
