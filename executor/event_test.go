@@ -112,7 +112,7 @@ func TestHandEvents(t *testing.T) {
 // sandbox started for a session records them with its machine.
 func TestHandEventsNotKept(t *testing.T) {
 	e, sink := brainEnv(t)
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	x := e.shellExecutor(t, "exe_m", 0)
 	start := func(session string) proto.AssignParams {

@@ -91,7 +91,7 @@ func epochs(h *Hub, area string, epoch int64) string {
 // current), and unmounted with flush before session.stop.
 func TestShellMountsFiles(t *testing.T) {
 	e := newEnv(t, withFiles)
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	x := e.fsShell(t, "exe_m", fsCaps)
 
@@ -175,7 +175,7 @@ func TestShellMountsFiles(t *testing.T) {
 // session.
 func TestShellMountRefused(t *testing.T) {
 	e := newEnv(t, withFiles)
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	x := e.fsShell(t, "exe_m", fsCaps)
 
@@ -316,7 +316,7 @@ func TestMountNeedsFuse(t *testing.T) {
 	e := newEnv(t, withFiles)
 	e.hub.Attach(newSink())
 	noFuse := &proto.FSCapability{Fuse: false}
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	x := e.fsShell(t, "exe_m", proto.Capabilities{Process: &proto.ProcessCapability{}, FS: noFuse})
 	started := make(chan string, 1)

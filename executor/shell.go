@@ -49,7 +49,8 @@ func MachineOf(image string) (string, bool) {
 // (fs.mount, see mount.go), which Stop unmounts first. Close it before the
 // Hub.
 type Shell struct {
-	hub *Hub
+	hub       *Hub
+	profileOf func(ctx context.Context, sessionID string) (string, error) // nil: no profile_id
 
 	ctx  context.Context // ends at Close
 	stop context.CancelFunc
@@ -66,9 +67,11 @@ var (
 )
 
 // NewShell returns a Shell running sandboxes through h.
-func NewShell(h *Hub) *Shell {
+// profileOf, when not nil, names the profile of a Baton session, for the
+// metadata of session.assign.
+func NewShell(h *Hub, profileOf func(ctx context.Context, sessionID string) (string, error)) *Shell {
 	ctx, stop := context.WithCancel(context.Background())
-	return &Shell{hub: h, ctx: ctx, stop: stop, sandboxes: map[string]*Binding{}, stopping: map[*Binding]chan struct{}{}}
+	return &Shell{hub: h, profileOf: profileOf, ctx: ctx, stop: stop, sandboxes: map[string]*Binding{}, stopping: map[*Binding]chan struct{}{}}
 }
 
 // Close gives up the stops still waiting for a detached executor.
@@ -126,10 +129,18 @@ func (s *Shell) start(ctx context.Context, sessionID, image string) (string, *Bi
 	if !ok {
 		return "", nil, fmt.Errorf("image %q is not of the form %s<machine_id>", image, ImagePrefix)
 	}
+	meta := proto.AssignMetadata{Source: proto.SourceHarness}
+	if s.profileOf != nil && sessionID != "" {
+		pid, err := s.profileOf(ctx, sessionID)
+		if err != nil {
+			return "", nil, fmt.Errorf("profile of session %s: %w", sessionID, err)
+		}
+		meta.ProfileID = pid
+	}
 	id := baton.NewID("sbx_")
 	b, err := s.hub.Assign(ctx, Target{MachineID: machine, Capability: CapabilityProcess}, Assignment{
 		SessionID: id,
-		Metadata:  proto.AssignMetadata{Source: proto.SourceHarness},
+		Metadata:  meta,
 		Hooks:     Hooks{OnResume: s.onResume},
 		Events:    sessionID,
 	})

@@ -54,7 +54,7 @@ func (x *texec) answerExec(content string, isError bool) map[string]any {
 
 func TestShellStartExecStop(t *testing.T) {
 	e := newEnv(t, longLeases)
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	ex := e.shellExecutor(t, "exe_m", 1)
 
@@ -127,7 +127,7 @@ func TestShellStartExecStop(t *testing.T) {
 
 func TestShellStartErrors(t *testing.T) {
 	e := newEnv(t, longLeases)
-	s := NewShell(e.hub)
+	s := NewShell(e.hub, nil)
 	defer s.Close()
 	if _, err := s.Start(context.Background(), "executor:mch_1"); err == nil || !strings.Contains(err.Error(), "no executor of machine mch_1 with a shell") {
 		t.Fatalf("no executor: %v", err)
@@ -203,4 +203,31 @@ func FuzzExecResult(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestShellAssignNamesProfile: a sandbox started for a Baton session
+// names the session's profile in session.assign.
+func TestShellAssignNamesProfile(t *testing.T) {
+	e := newEnv(t, longLeases)
+	s := NewShell(e.hub, func(_ context.Context, id string) (string, error) {
+		if id != "ses_1" {
+			t.Errorf("profile asked for %q", id)
+		}
+		return "pro_1", nil
+	})
+	defer s.Close()
+	ex := e.shellExecutor(t, "exe_m", 1)
+	started := make(chan string, 1)
+	go func() {
+		id, err := s.StartFor(context.Background(), "ses_1", "executor:mch_1")
+		if err != nil {
+			t.Error(err)
+		}
+		started <- id
+	}()
+	p := ex.accept()
+	wait(t, started)
+	if p.Metadata.Source != "harness" || p.Metadata.ProfileID != "pro_1" {
+		t.Fatalf("session.assign metadata %+v", p.Metadata)
+	}
 }

@@ -131,7 +131,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return usageErr(fmt.Errorf("configuration error: %w", err))
 	}
 	minter := viewMinter{tokens: viewTokens, origin: gateway.Origin(brain.public, brain.listenerURL)}
-	execs, err := openExecutorSide(cfg.Executor, executorTokens, brain.creds, minter, cfg.Files.ViewTokenTTL/2, log)
+	execs, err := openExecutorSide(cfg.Executor, executorTokens, brain.creds, minter, cfg.Files.ViewTokenTTL/2, db, log)
 	if err != nil {
 		return runtimeErr(err)
 	}

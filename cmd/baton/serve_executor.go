@@ -65,7 +65,7 @@ type executorSide struct {
 // renew). Its Close is a restart for executors:
 // they are drained and closed with 1001, without executor.close, so that
 // they reconnect once the server is back.
-func openExecutorSide(cfg executorConfig, tokens baton.ExecutorTokens, creds baton.TurnCredentials, files executor.FileViews, renew time.Duration, log *slog.Logger) (*executorSide, error) {
+func openExecutorSide(cfg executorConfig, tokens baton.ExecutorTokens, creds baton.TurnCredentials, files executor.FileViews, renew time.Duration, sessions baton.SessionStore, log *slog.Logger) (*executorSide, error) {
 	hub, err := executor.Open(executor.Options{
 		Tokens: tokens, Logger: log, Restartable: true, Credentials: creds,
 		HeartbeatInterval: cfg.HeartbeatInterval, ResumeWindow: cfg.ResumeWindow,
@@ -74,7 +74,14 @@ func openExecutorSide(cfg executorConfig, tokens baton.ExecutorTokens, creds bat
 	if err != nil {
 		return nil, fmt.Errorf("executor hub: %w", err)
 	}
-	return &executorSide{hub: hub, hands: executor.NewHands(hub), shell: executor.NewShell(hub)}, nil
+	profileOf := func(ctx context.Context, id string) (string, error) {
+		s, err := sessions.Session(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return s.ProfileID, nil
+	}
+	return &executorSide{hub: hub, hands: executor.NewHands(hub), shell: executor.NewShell(hub, profileOf)}, nil
 }
 
 // close shuts the executor side down within ctx and budget: pending
