@@ -2,30 +2,18 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/baton-engine/baton/client/executor"
 	"github.com/baton-engine/baton/client/executor/executortest"
-	"github.com/baton-engine/baton/sandbox/sandboxtest"
 )
 
 // TestExecutorCmdIsolatedShell runs process.exec in real process-driver
 // sandboxes (busybox rootfs): a session's commands share its sandbox,
 // another session gets its own, and the host's work dir stays out.
 func TestExecutorCmdIsolatedShell(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the process driver needs root: namespaces, cgroups and pivot_root")
-	}
-	probe := exec.Command("/bin/true")
-	probe.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
-	if err := probe.Run(); err != nil {
-		t.Skipf("Linux namespaces unavailable here: %v", err)
-	}
-	rootfs := t.TempDir()
-	sandboxtest.Rootfs(t, rootfs, "busybox")
+	rootfs := busyboxRootfs(t)
 	h := executortest.New(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "host-secret"), "x")

@@ -126,14 +126,7 @@ func TestDockerSandboxExecOutputCap(t *testing.T) {
 		return sandboxtest.Script{ExitCode: 127}
 	}}
 	sock := eng.Start(t)
-	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
-	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}})
-	_, key := s.clientKey("k", pro)
-	r := s.client("POST", "/api/v1/sessions", key, map[string]any{})
-	mustStatus(t, r, 201)
-	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
-	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
-	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	s, sid, sk := dockerSandboxSession(t, sock)
 
 	type result struct {
 		Stdout   string `json:"stdout"`
@@ -176,14 +169,7 @@ func tail(s string) string {
 func TestDockerSandboxCleanupAtStart(t *testing.T) {
 	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	sock := eng.Start(t)
-	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
-	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}})
-	_, key := s.clientKey("k", pro)
-	r := s.client("POST", "/api/v1/sessions", key, map[string]any{})
-	mustStatus(t, r, 201)
-	sid, sk := r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
-	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
-	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	s, _, _ := dockerSandboxSession(t, sock)
 	mine := eng.Containers()[0]
 	s.stop()
 	if cs := eng.Containers(); len(cs) != 0 {
@@ -211,4 +197,20 @@ func sandboxEvents(t *testing.T, s *server, sid, sk, id string) []string {
 		}
 	}
 	return out
+}
+
+// dockerSandboxSession starts a server on the fake Docker engine at sock
+// and a session, registered as driver, whose remote sandbox (alpine:3)
+// runs.
+func dockerSandboxSession(t *testing.T, sock string) (s *server, sid, sk string) {
+	t.Helper()
+	s = startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = sock })
+	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "available_sandboxes": []string{"alpine:3"}})
+	_, key := s.clientKey("k", pro)
+	r := s.client("POST", "/api/v1/sessions", key, map[string]any{})
+	mustStatus(t, r, 201)
+	sid, sk = r.json(t)["session_id"].(string), r.json(t)["session_key"].(string)
+	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
+	rpcResult(t, s, sid, sk, "session.startRemoteSandbox", map[string]any{"image": "alpine:3"})
+	return s, sid, sk
 }
