@@ -67,6 +67,7 @@ type RegisteredClient struct {
 
 	base, path, token string
 	hc                *http.Client
+	max               int // Config.MaxFrameSize: the longest call line read
 	log               *slog.Logger
 	ttl               time.Duration
 
@@ -96,6 +97,10 @@ func RegisterClient(ctx context.Context, cfg Config, sessionID, token, name stri
 	c := &RegisteredClient{
 		SessionID: sessionID, base: strings.TrimRight(cfg.BaseURL, "/"), token: token,
 		hc: hc, log: log, ttl: lifetime.TTL, handlers: map[string]ToolHandler{}, done: make(chan struct{}),
+		max: cfg.MaxFrameSize,
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxFrameSize
 	}
 	lt := map[string]any{"type": "never"}
 	if lifetime.TTL > 0 {
@@ -174,13 +179,14 @@ func (c *RegisteredClient) Ping(ctx context.Context) (*time.Time, error) {
 	return out.ExpiresAt, nil
 }
 
-// Done is closed when the background loops stop: after Close, Abort, or
-// once the server says the client is gone or refuses its credential (see
-// Err).
+// Done is closed when the background loops stop: after Close, Abort,
+// once the server says the client is gone or refuses its credential, or
+// when a call is larger than Config.MaxFrameSize (see Err).
 func (c *RegisteredClient) Done() <-chan struct{} { return c.done }
 
 // Err waits for Done and returns why the loops stopped: the *V1Error of
-// the 404, 401 or 403 that ended them, or nil after Close or Abort.
+// the 404, 401 or 403 that ended them, an error naming Config.MaxFrameSize
+// for a call too large to read, or nil after Close or Abort.
 func (c *RegisteredClient) Err() error {
 	<-c.done
 	return c.err
@@ -218,8 +224,13 @@ func (c *RegisteredClient) stop(err error) {
 
 // final reports whether err is an answer no retry can change: 404 (the
 // client is gone), 401 (the credential is unknown or revoked) or 403 (it
-// lacks the scope). Transport errors and 5xx are worth retrying.
+// lacks the scope), or a call line over Config.MaxFrameSize (the server
+// would send it again on every connect). Transport errors and 5xx are
+// worth retrying.
 func final(err error) bool {
+	if errors.Is(err, errFrameTooLarge) {
+		return true
+	}
 	var v1 *V1Error
 	if !errors.As(err, &v1) {
 		return false
@@ -299,7 +310,7 @@ func (c *RegisteredClient) stream() (got bool, err error) {
 		return false, v1Error(resp)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), DefaultMaxFrameSize)
+	sc.Buffer(make([]byte, 0, min(64<<10, c.max)), c.max)
 	for sc.Scan() {
 		var call struct {
 			CallID    string          `json:"call_id"`
@@ -317,6 +328,10 @@ func (c *RegisteredClient) stream() (got bool, err error) {
 			defer c.wg.Done()
 			c.answer(call.CallID, call.Tool, call.Input, call.Deadline)
 		}()
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		// The server would send the same call again on every connect.
+		return got, &sizeError{what: "call", limit: c.max}
 	}
 	return got, sc.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -337,5 +338,47 @@ func TestRegisteredClientStopsWhenRefused(t *testing.T) {
 				t.Errorf("%d pings, want at least %d (5xx retried)", n, tt.minPings)
 			}
 		})
+	}
+}
+
+// TestRegisteredClientCallTooLarge: a call line over Config.MaxFrameSize
+// stops the client with an error that says what to raise, instead of
+// reconnecting to the same call forever.
+func TestRegisteredClientCallTooLarge(t *testing.T) {
+	var mu sync.Mutex
+	streams := 0
+	base := "/v1/sessions/" + testSessionID + "/clients"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+base, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"cli_1","name":"laptop","expires_at":null}`)
+	})
+	mux.HandleFunc("GET "+base+"/cli_1/calls", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		streams++
+		mu.Unlock()
+		fmt.Fprintf(w, `{"call_id":"call_1","tool":"t","input":{"x":%q},"tool_use_id":"toolu_1"}`+"\n", strings.Repeat("x", 4096))
+	})
+	mux.HandleFunc("DELETE "+base+"/cli_1", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := RegisterClient(context.Background(), Config{BaseURL: srv.URL, HTTPClient: srv.Client(), MaxFrameSize: 1024},
+		testSessionID, testSessionKey, "laptop", Never())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Abort()
+	select {
+	case <-c.Done():
+	case <-time.After(failsafe):
+		t.Fatal("Done not closed after a call over the size limit")
+	}
+	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "call exceeds the size limit of 1024 bytes; raise Config.MaxFrameSize") {
+		t.Fatalf("Err = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if streams != 1 {
+		t.Errorf("%d stream connections, want 1", streams)
 	}
 }
