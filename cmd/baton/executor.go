@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/sandbox"
 )
 
 // Environment variables of `baton executor`.
@@ -58,12 +59,12 @@ takes no new work, lets the running calls and turns finish (up to
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.url, "url", "", "Baton client URL (default $"+envExecutorURL+", $BAE_SERVER_URL or http://127.0.0.1:8080)")
-	fs.StringVar(&f.credentialFile, "credential-file", "", "file holding the bae_exc_… credential (default $"+envExecutorCredential+")")
+	fs.StringVar(&f.credentialFile, "credential-file", "", "file holding the bae_exc_… credential (else $"+envExecutorCredential+", which holds the secret itself)")
 	fs.StringVar(&f.environment, "environment", "", "serve tools to this environment (env_…)")
 	fs.StringVar(&f.machine, "machine", "", "serve a shell and/or a brain as this machine (mch_…)")
 	fs.StringVar(&f.config, "config", "", "executor.toml (default $"+envExecutorConfig+"; required with --environment)")
 	fs.StringVar(&f.workDir, "work-dir", ".", "directory commands run in (created if missing)")
-	fs.StringVar(&f.executorID, "executor-id", "", "register under this id, so that a restart resumes the same executor")
+	fs.StringVar(&f.executorID, "executor-id", "", "register under this id (sessions resume after a dropped connection within this process, not after a restart of it)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default from $BAE_LOG, else info)")
 	fs.StringVar(&f.logFormat, "log-format", "", "text or json (default $BATON_LOG_FORMAT, else text)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 2*time.Minute, "on SIGTERM, how long running work may take to finish")
@@ -197,6 +198,11 @@ func (c *cli) executor(ctx context.Context, f *executorFlags) error {
 	s, err := c.executorSetup(f)
 	if err != nil {
 		return usageErr(fmt.Errorf("configuration error: %w", err))
+	}
+	if p := s.process(); p != nil && p.Isolate { // what a start checks first
+		if err := sandbox.RootfsDir(p.RootfsDir).EnsureImage(ctx, p.Image); err != nil {
+			return usageErr(fmt.Errorf("configuration error: process.image %q: %w", p.Image, err))
+		}
 	}
 	if f.check {
 		fmt.Fprintln(c.stdout, "configuration ok: "+s.summary())

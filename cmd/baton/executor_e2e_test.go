@@ -317,6 +317,7 @@ func TestExecutorCmdUsageErrors(t *testing.T) {
 	bad := writeFile(t, filepath.Join(dir, "bad.toml"), "[[tools]]\nname = \"t\"\ncommand = [\"true\"]\nshell = 1\n")
 	credFile := writeFile(t, filepath.Join(dir, "cred"), executortest.Credential+"\n")
 	notCred := writeFile(t, filepath.Join(dir, "notcred"), "secret-value-123\n")
+	noRootfs := writeFile(t, filepath.Join(dir, "iso.toml"), "[process]\nisolate = true\nimage = \"busybox\"\nrootfs_dir = \""+filepath.Join(dir, "none")+"\"\n")
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -338,6 +339,7 @@ func TestExecutorCmdUsageErrors(t *testing.T) {
 		{"bad log format", executorCredEnv(), []string{"--machine", "mch_a", "--log-format", "xml"}, exitUsage, `--log-format "xml" must be text or json`},
 		{"unknown flag", executorCredEnv(), []string{"--machine", "mch_a", "--nope"}, exitUsage, "unknown flag: --nope"},
 		{"check", nil, []string{"--environment", "env_a", "--config", good, "--check"}, exitOK, ""},
+		{"check a missing image", nil, []string{"--machine", "mch_a", "--config", noRootfs, "--check"}, exitUsage, `process.image "busybox"`},
 		{"check machine", nil, []string{"--machine", "mch_a", "--check", "--credential-file", credFile}, exitOK, ""},
 	}
 	for _, tc := range cases {
