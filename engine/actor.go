@@ -125,7 +125,7 @@ func (a *actor) loadLocked(ctx context.Context) error {
 // admit puts t through the gate (spec-client §7): the owner resumes its
 // parked turn at once; anyone may reclaim an expired or cancelled parked
 // turn ahead of the queue; an idle session starts t; otherwise t queues,
-// and queued says so.
+// and queued says so, unless the queue is full.
 func (a *actor) admit(ctx context.Context, t *turnRun) (queued bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -142,11 +142,20 @@ func (a *actor) admit(ctx context.Context, t *turnRun) (queued bool, err error) 
 		a.takeParkedLocked(t, true)
 	case a.running == nil && a.parked == nil && len(a.queue) == 0:
 		a.startLocked(t)
+	case len(a.queue) >= a.e.maxQueued:
+		return false, a.e.queueFull()
 	default:
 		a.queue = append(a.queue, t)
 		return true, nil
 	}
 	return false, nil
+}
+
+// queueFull is the error of a sendMessage past the session's queue cap:
+// each queued turn holds its message until it runs, so a client cannot
+// pile up more than maxQueued of them.
+func (e *Engine) queueFull() error {
+	return baton.Errorf(baton.ECodeTooManyRequests, "session has %d queued messages; wait for a turn to finish", e.maxQueued)
 }
 
 func (a *actor) takeParkedLocked(t *turnRun, reclaimed bool) {

@@ -242,6 +242,9 @@ func (e *Engine) sendBrain(key *baton.Key, s *baton.Session, machine string, msg
 		t.calls = append(t.calls, c)
 	case t.paused && !e.now().Before(t.deadline):
 		run = bs.reclaimLocked(t, c)
+	case bs.waitingLocked() >= e.maxQueued:
+		bs.mu.Unlock()
+		return nil, e.queueFull()
 	case t.paused || len(bs.queue) > 0:
 		bs.queue = append(bs.queue, c)
 		run, queued = nil, true

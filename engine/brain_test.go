@@ -98,7 +98,9 @@ type brainRig struct {
 	events  int64 // sequence of the fake executor
 }
 
-func newBrainRig(t *testing.T) *brainRig {
+// newBrainRig opens a brain session with two registered drivers; mods
+// adjust the engine's options.
+func newBrainRig(t *testing.T, mods ...func(*engine.Options)) *brainRig {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	r := &brainRig{t: t, ctx: context.Background(), b: newFakeBrains(), now: time.Now()}
@@ -124,8 +126,12 @@ func newBrainRig(t *testing.T) *brainRig {
 	if err := db.CreateProfile(r.ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	r.e = engine.New(engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Now: r.clock,
-		Registry: &baton.Registry{Providers: []baton.ProviderEntry{{Name: "script", Provider: baton.ProviderScripted}}}})
+	opts := engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Now: r.clock,
+		Registry: &baton.Registry{Providers: []baton.ProviderEntry{{Name: "script", Provider: baton.ProviderScripted}}}}
+	for _, m := range mods {
+		m(&opts)
+	}
+	r.e = engine.New(opts)
 	t.Cleanup(func() { r.e.Close() })
 	keys := make([]*baton.Key, 2)
 	for i := range keys {

@@ -356,6 +356,20 @@ func (e *Engine) endTurn(bs *brainSession, t *brainTurn, res func(c *brainCall) 
 	e.runAll(bs, next)
 }
 
+// waitingLocked counts the calls that wait behind the turn: queued, or
+// joined to it and waiting for its end. Each holds its message.
+func (bs *brainSession) waitingLocked() int {
+	n := len(bs.queue)
+	if t := bs.turn; t != nil {
+		for _, c := range t.calls {
+			if c.mode == modeJoin {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // nextLocked starts the next turn with the queued calls: the first starts
 // it, the others join it. It returns the calls to run.
 func (bs *brainSession) nextLocked() []*brainCall {

@@ -36,7 +36,9 @@ type pendingCall struct {
 	saved chan error              // buffered: the result's events were committed (or not)
 }
 
-// reg returns the runtime of client id, creating it on first use.
+// reg returns the runtime of client id, creating it on first use. The
+// entry lives until the client ends (ended), or until a caller that found
+// the client not live lets go of it (release).
 func (e *Engine) reg(id string) *regClient {
 	e.cmu.Lock()
 	defer e.cmu.Unlock()
@@ -50,9 +52,7 @@ func (e *Engine) reg(id string) *regClient {
 
 // streaming reports whether client id has an open calls stream here.
 func (e *Engine) streaming(id string) bool {
-	e.cmu.Lock()
-	rc := e.regs[id]
-	e.cmu.Unlock()
+	rc := e.regOf(id)
 	if rc == nil {
 		return false
 	}
@@ -102,9 +102,43 @@ func (rc *regClient) end() {
 	}
 }
 
-// ended is called after a client was marked gone in the store.
+// ended is called after a client was marked gone in the store: its
+// runtime ends and is forgotten. A lookup after this finds the client gone
+// in the store first, so it never needs the entry again.
 func (e *Engine) ended(id string) {
-	e.reg(id).end()
+	e.cmu.Lock()
+	rc := e.regs[id]
+	delete(e.regs, id)
+	e.cmu.Unlock()
+	if rc != nil {
+		rc.end()
+	}
+}
+
+// release forgets rc, which a caller took with reg and then found its
+// client not live (it ended meanwhile, or lapsed), unless rc is in use:
+// a calls stream is open or a call waits. A released entry is gone, so a
+// call racing to add itself fails as for an ended client.
+func (e *Engine) release(id string, rc *regClient) {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	if e.regs[id] != rc {
+		return
+	}
+	rc.mu.Lock()
+	idle := rc.streams == 0 && len(rc.queue) == 0
+	rc.mu.Unlock()
+	if idle {
+		delete(e.regs, id)
+		rc.end()
+	}
+}
+
+// regOf returns the runtime of client id, or nil when it has none.
+func (e *Engine) regOf(id string) *regClient {
+	e.cmu.Lock()
+	defer e.cmu.Unlock()
+	return e.regs[id]
 }
 
 // RegisterClient registers a client on an open session.
@@ -273,6 +307,15 @@ func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*
 	rc.mu.Lock()
 	rc.streams++
 	rc.mu.Unlock()
+	// A client that ended after the ping may have left no entry to end
+	// this stream with: check again now that the stream is counted.
+	if !e.liveClientOf(ctx, sessionID, clientID) {
+		rc.mu.Lock()
+		rc.streams--
+		rc.mu.Unlock()
+		e.release(clientID, rc)
+		return nil, baton.Errorf(baton.ECodeNotFound, "no client %s", clientID)
+	}
 	sent := map[string]bool{}
 	var once sync.Once
 	next := func(ctx context.Context) (*baton.ClientCall, error) {
@@ -319,12 +362,19 @@ func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*
 func (e *Engine) ClientResult(ctx context.Context, sessionID, clientID, callID string, r baton.ClientResult) (bool, error) {
 	// A live client of this session is known from the cached list; any
 	// other is looked up (gone clients still answer, unknown ones are 404).
-	if !e.liveClientOf(ctx, sessionID, clientID) {
+	live := e.liveClientOf(ctx, sessionID, clientID)
+	if !live {
 		if _, err := e.clients.Client(ctx, sessionID, clientID); err != nil {
 			return false, err
 		}
 	}
-	rc := e.reg(clientID)
+	rc := e.regOf(clientID)
+	if rc == nil { // no call of it waits here
+		if !live {
+			return false, nil // ended: its calls are over, no result counts
+		}
+		return false, baton.Errorf(baton.ECodeNotFound, "no call %s", callID)
+	}
 	pc, ok := rc.take(callID)
 	if !ok {
 		rc.mu.Lock()

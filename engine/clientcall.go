@@ -89,7 +89,10 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	rc := e.reg(target.clientID)
 	pc := &pendingCall{call: call, res: make(chan baton.ClientResult, 1), saved: make(chan error, 1)}
 	switch {
-	case !e.liveClientOf(tc.wctx, id, target.clientID) || !rc.add(pc): // cached; every change drops it
+	case !e.liveClientOf(tc.wctx, id, target.clientID): // cached; every change drops it
+		e.release(target.clientID, rc) // it ended: no entry stays behind
+		reason = "client_gone"
+	case !rc.add(pc):
 		reason = "client_gone"
 	default:
 		timer := time.NewTimer(deadline.Sub(now))

@@ -80,7 +80,21 @@ type Options struct {
 	// Brains runs the turns of profiles whose brain is an executor's
 	// agent loop (brain.go); nil means such turns cannot run.
 	Brains baton.Brains
+
+	// MaxQueuedTurns caps the messages waiting behind a session's running
+	// or paused turn (BATON_MAX_QUEUED_TURNS; default DefaultMaxQueuedTurns).
+	// One more sendMessage is refused at once.
+	MaxQueuedTurns int
+	// MaxSubscribers caps a session's live session.subscribe streams
+	// (BATON_MAX_SUBSCRIBERS_PER_SESSION; default DefaultMaxSubscribers).
+	MaxSubscribers int
 }
+
+// Defaults of the per-session caps of Options.
+const (
+	DefaultMaxQueuedTurns = 32
+	DefaultMaxSubscribers = 4096
+)
 
 // Engine implements baton.SessionService and baton.TurnService.
 type Engine struct {
@@ -127,6 +141,8 @@ type Engine struct {
 	brains brains // brain sessions (brain.go)
 
 	feeds feeds // live session.subscribe feeds (rpc.go)
+
+	maxQueued int // queued turns per session
 }
 
 var (
@@ -150,6 +166,14 @@ func New(opts Options) *Engine {
 		subs: newSubagents(opts.MaxSubagents, opts.SubagentTimeout),
 
 		executors: opts.Executors, executorTimeout: opts.ExecutorCallTimeout,
+		maxQueued: opts.MaxQueuedTurns,
+	}
+	if e.maxQueued <= 0 {
+		e.maxQueued = DefaultMaxQueuedTurns
+	}
+	e.feeds.max = opts.MaxSubscribers
+	if e.feeds.max <= 0 {
+		e.feeds.max = DefaultMaxSubscribers
 	}
 	if e.executorTimeout <= 0 {
 		e.executorTimeout = baton.DefaultExecutorCallTimeout

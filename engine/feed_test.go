@@ -14,13 +14,20 @@ import (
 // hub, and a session in that store.
 func feedEngine(t *testing.T) (*engine.Engine, *store.DB, *baton.Session) {
 	t.Helper()
+	return feedEngineWith(t, engine.Options{})
+}
+
+// feedEngineWith is feedEngine with more options.
+func feedEngineWith(t *testing.T, opts engine.Options) (*engine.Engine, *store.DB, *baton.Session) {
+	t.Helper()
 	feed := hub.New(0)
 	db, s := storeWithSession(t, store.Options{OnCommit: func(evs []*baton.Event) {
 		for _, ev := range evs {
 			feed.Publish(baton.Notice{Event: ev})
 		}
 	}})
-	e := engine.New(engine.Options{Store: db, Hub: feed, ClientSweep: -1})
+	opts.Store, opts.Hub, opts.ClientSweep = db, feed, -1
+	e := engine.New(opts)
 	t.Cleanup(func() { e.Close() })
 	return e, db, s
 }

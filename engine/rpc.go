@@ -191,18 +191,23 @@ func (e *Engine) Unsubscribe(_ context.Context, key *baton.Key) error {
 // session in state error keeps its feeds until either. The zero value is
 // ready to use.
 type feeds struct {
-	mu sync.Mutex // held across the hub calls, so that no feed starts between marking and ending
-	m  map[string]map[*feedEnd]struct{}
+	mu  sync.Mutex // held across the hub calls, so that no feed starts between marking and ending
+	m   map[string]map[*feedEnd]struct{}
+	max int // live feeds per session
 }
 
 // feedEnd is set on a feed that session.unsubscribe ended.
 type feedEnd struct{ unsubscribed atomic.Bool }
 
-// subscribe starts an observer subscription of session id.
-func (fs *feeds) subscribe(h baton.Hub, id string) (*feedEnd, baton.Subscription) {
+// subscribe starts an observer subscription of session id, unless the
+// session already has max live feeds.
+func (fs *feeds) subscribe(h baton.Hub, id string) (*feedEnd, baton.Subscription, error) {
 	f := &feedEnd{}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if fs.max > 0 && len(fs.m[id]) >= fs.max {
+		return nil, nil, baton.Errorf(baton.ECodeTooManyRequests, "session has %d subscribers; close one before subscribing again", fs.max)
+	}
 	if fs.m == nil {
 		fs.m = map[string]map[*feedEnd]struct{}{}
 	}
@@ -210,7 +215,7 @@ func (fs *feeds) subscribe(h baton.Hub, id string) (*feedEnd, baton.Subscription
 		fs.m[id] = map[*feedEnd]struct{}{}
 	}
 	fs.m[id][f] = struct{}{}
-	return f, h.Subscribe(id, baton.SubObserver)
+	return f, h.Subscribe(id, baton.SubObserver), nil
 }
 
 // remove forgets a feed that is done.
@@ -243,7 +248,10 @@ const replayChunk = 200
 // still takes events (spec-client §9), so its feed stays live.
 func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID string, deltas bool) (*baton.Feed, error) {
 	id := key.Name
-	end, sub := e.feeds.subscribe(e.hub, id)
+	end, sub, err := e.feeds.subscribe(e.hub, id)
+	if err != nil {
+		return nil, err
+	}
 	stop := func() {
 		sub.Close()
 		e.feeds.remove(id, end)

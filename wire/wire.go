@@ -127,6 +127,7 @@ var codes = map[string]int{
 	baton.ECodeMergeInvalid:    CodeServer,
 	baton.ECodeNoTurn:          CodeServer,
 	baton.ECodeSessionClosed:   CodeServer,
+	baton.ECodeTooManyRequests: CodeServer, // a session's queue or subscriber cap
 	baton.ECodeNotDriver:       CodeNotDriver,
 	baton.ECodeInvalidParams:   CodeInvalidParams,
 	baton.ECodeToolNotAllowed:  CodeToolNotAllowed,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/adminapi"
+	"github.com/baton-engine/baton/engine"
 	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/spf13/pflag"
 )
@@ -32,6 +33,8 @@ type serveConfig struct {
 	ProviderRetries   int
 	MaxSubagents      int
 	MaxClients        int           // BATON_MAX_CLIENTS_PER_SESSION
+	MaxQueuedTurns    int           // BATON_MAX_QUEUED_TURNS
+	MaxSubscribers    int           // BATON_MAX_SUBSCRIBERS_PER_SESSION
 	ClientCallTimeout time.Duration // BATON_CLIENT_CALL_TIMEOUT
 	MCPCallTimeout    time.Duration // BATON_MCP_CALL_TIMEOUT
 	AdminKeyFile      string
@@ -87,6 +90,8 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 		ProviderTimeout:   120 * time.Second,
 		MaxSubagents:      8,
 		MaxClients:        16,
+		MaxQueuedTurns:    engine.DefaultMaxQueuedTurns,
+		MaxSubscribers:    engine.DefaultMaxSubscribers,
 		ClientCallTimeout: 120 * time.Second,
 		MCPCallTimeout:    30 * time.Second,
 		AdminKeyFile:      "/var/lib/bae/admin-key.pem",
@@ -133,13 +138,18 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	secs("BATON_PROVIDER_TIMEOUT", &c.ProviderTimeout)
 	secs("BATON_CLIENT_CALL_TIMEOUT", &c.ClientCallTimeout)
 	secs("BATON_MCP_CALL_TIMEOUT", &c.MCPCallTimeout)
-	if v := strings.TrimSpace(getenv("BATON_MAX_CLIENTS_PER_SESSION")); v != "" {
-		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil || n == 0 {
-			errs = append(errs, fmt.Errorf("BATON_MAX_CLIENTS_PER_SESSION: %q is not a positive whole number", v))
+	positive := func(name string, dst *int) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil || n == 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive whole number", name, v))
+			}
+			*dst = int(n)
 		}
-		c.MaxClients = int(n)
 	}
+	positive("BATON_MAX_CLIENTS_PER_SESSION", &c.MaxClients)
+	positive("BATON_MAX_QUEUED_TURNS", &c.MaxQueuedTurns)
+	positive("BATON_MAX_SUBSCRIBERS_PER_SESSION", &c.MaxSubscribers)
 	if v := strings.TrimSpace(getenv("BATON_PROVIDER_RETRIES")); v != "" {
 		n, err := strconv.ParseUint(v, 10, 8)
 		if err != nil {

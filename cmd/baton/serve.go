@@ -163,6 +163,8 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		MaxClients:        cfg.MaxClients,
 		ClientCallTimeout: cfg.ClientCallTimeout,
 		MCP:               pool,
+		MaxQueuedTurns:    cfg.MaxQueuedTurns,
+		MaxSubscribers:    cfg.MaxSubscribers,
 
 		MaxSubagents:    cfg.MaxSubagents,
 		SubagentTimeout: nonZero(cfg.SubagentTimeout), // BAE_SUBAGENT_TIMEOUT=0: times out at once
