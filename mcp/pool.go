@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +26,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// maxBody bounds one HTTP response body that is not an event stream (a
+// JSON-RPC reply or an error body), as the provider caps a non-streamed
+// reply. Event streams are bounded per event by the SDK instead and may be
+// long-lived, so they are not capped in total.
+const maxBody = 32 << 20
 
 // DefaultCallTimeout bounds one connect or tools/call when Options leave it
 // zero (BATON_MCP_CALL_TIMEOUT).
@@ -48,6 +55,8 @@ type Pool struct {
 	opts   Options
 	log    *slog.Logger
 	client *sdk.Client
+	// maxBody caps a non-event-stream HTTP response (maxBody; tests lower it).
+	maxBody int64
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -91,7 +100,7 @@ func Open(opts Options) (*Pool, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Pool{
-		opts: opts, log: log,
+		opts: opts, log: log, maxBody: maxBody,
 		client:   sdk.NewClient(&sdk.Implementation{Name: "baton", Version: opts.Version}, nil),
 		sessions: make(map[string]*session),
 	}, nil
@@ -212,7 +221,7 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 			headers[k] = x
 		}
 		c.http = http.DefaultTransport.(*http.Transport).Clone()
-		hc := &http.Client{Transport: headerTripper{base: c.http, headers: headers}}
+		hc := &http.Client{Transport: headerTripper{base: c.http, headers: headers, max: p.maxBody}}
 		// Both speak Streamable HTTP, as BAE does; "sse" then falls back to
 		// the older HTTP+SSE transport, which BAE cannot reach.
 		t = &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true}
@@ -334,10 +343,12 @@ func (c *conn) closeIdle() {
 	}
 }
 
-// headerTripper adds the server's configured headers to every request.
+// headerTripper adds the server's configured headers to every request and
+// caps each response body that is not an event stream at max bytes.
 type headerTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
+	max     int64
 }
 
 func (h headerTripper) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -347,5 +358,42 @@ func (h headerTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err != nil || resp.Body == nil || eventStream(resp) {
+		return resp, err
+	}
+	resp.Body = &limitBody{rc: resp.Body, left: h.max, max: h.max}
+	return resp, nil
 }
+
+func eventStream(resp *http.Response) bool {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return err == nil && mt == "text/event-stream"
+}
+
+// limitBody reads at most max bytes of a response body and then fails,
+// rather than truncating the body silently.
+type limitBody struct {
+	rc   io.ReadCloser
+	left int64 // bytes still allowed
+	max  int64
+}
+
+func (b *limitBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, fmt.Errorf("mcp: response body is larger than %d bytes", b.max)
+	}
+	// Read one byte past the limit to tell "exactly max" from "more".
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		n += int(b.left) // drop the byte past the limit
+		return n, fmt.Errorf("mcp: response body is larger than %d bytes", b.max)
+	}
+	return n, err
+}
+
+func (b *limitBody) Close() error { return b.rc.Close() }

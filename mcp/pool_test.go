@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -336,5 +337,60 @@ func BenchmarkStdioCall(b *testing.B) {
 	slices.Sort(lat)
 	if len(lat) > 0 {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	}
+}
+
+// TestOversizedResponse: a JSON reply past the body cap fails the call with
+// an error that says so, instead of being read whole into memory.
+func TestOversizedResponse(t *testing.T) {
+	const limit = 64 << 10
+	srv := mcptest.NewServer(mcptest.Hooks{})
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"tools/call"`)) {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			handler.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		chunk := bytes.Repeat([]byte("x"), 16<<10)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"`)
+		for range 64 * limit / len(chunk) { // 64 times the cap
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"}]}}`)
+	}))
+	t.Cleanup(ts.Close)
+
+	p := openPool(t, Options{CallTimeout: 5 * time.Second})
+	p.maxBody = limit
+	remote := baton.MCPServer{Name: "remote", Transport: baton.MCPHTTP, URL: ts.URL}
+	tools, err := p.Tools(context.Background(), "s1", []baton.MCPServer{remote})
+	if err != nil || len(tools) == 0 {
+		t.Fatalf("tools = %v, %v", names(tools), err)
+	}
+	_, _, err = p.Call(context.Background(), "s1", "remote", "echo", json.RawMessage(`{"text":"hi"}`))
+	if err == nil || !strings.Contains(err.Error(), "response body is larger than "+strconv.Itoa(limit)+" bytes") {
+		t.Fatalf("oversized call: err = %v", err)
+	}
+	p.CloseSession("s1")
+}
+
+func TestLimitBody(t *testing.T) {
+	for _, tc := range []struct {
+		size    int
+		wantErr bool
+	}{{0, false}, {9, false}, {10, false}, {11, true}, {1000, true}} {
+		b := &limitBody{rc: io.NopCloser(bytes.NewReader(bytes.Repeat([]byte("a"), tc.size))), left: 10, max: 10}
+		got, err := io.ReadAll(b)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("size %d: err = %v", tc.size, err)
+		}
+		if want := min(tc.size, 10); len(got) != want {
+			t.Errorf("size %d: read %d bytes, want %d", tc.size, len(got), want)
+		}
 	}
 }

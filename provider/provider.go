@@ -41,7 +41,8 @@ import (
 
 // Size limits of what is read from a provider.
 const (
-	// MaxBody bounds a non-streamed reply.
+	// MaxBody bounds a non-streamed reply, and the content a streamed reply
+	// accumulates.
 	MaxBody = 32 << 20
 	// maxErrorBody bounds the error body kept in a ProviderError.
 	maxErrorBody = 64 << 10
@@ -176,12 +177,15 @@ func ReadBody(resp *http.Response) ([]byte, error) {
 		return nil, TransportError(resp.StatusCode, err)
 	}
 	if len(body) > MaxBody {
-		return nil, &baton.ProviderError{
-			Status: resp.StatusCode,
-			Detail: fmt.Sprintf("provider response is larger than %d bytes", MaxBody),
-		}
+		return nil, TooLarge(resp.StatusCode, MaxBody)
 	}
 	return body, nil
+}
+
+// TooLarge is the failure of a reply larger than max bytes: not retryable,
+// since the same request would likely get the same reply.
+func TooLarge(status, max int) *baton.ProviderError {
+	return &baton.ProviderError{Status: status, Detail: fmt.Sprintf("provider response is larger than %d bytes", max)}
 }
 
 // RetryAfter returns the delay a 429 or 5xx response asks for: the

@@ -18,9 +18,10 @@ import (
 
 // Bounds of the builtin brain's model calls.
 const (
-	maxModelReply = 16 << 20         // bytes of one Messages API answer
-	refreshWithin = 10 * time.Minute // refresh a model token closer than this to expiry
-	runCommand    = "run_command"    // the brain's shell tool
+	maxModelReply = 16 << 20          // bytes of one Messages API answer
+	modelTimeout  = 120 * time.Second // bound of one model call, as the server's provider timeout
+	refreshWithin = 10 * time.Minute  // refresh a model token closer than this to expiry
+	runCommand    = "run_command"     // the brain's shell tool
 )
 
 // builtinBrain is Baton's own agent loop: each turn it calls the model
@@ -36,7 +37,11 @@ type builtinBrain struct {
 	local map[string]localTool
 	defs  []json.RawMessage // the local tools as the model sees them
 	http  *http.Client
-	log   *slog.Logger
+	// timeout bounds one model call, answer included (modelTimeout; tests
+	// lower it): the call is not streamed, so a stalled gateway fails it
+	// rather than hang the turn.
+	timeout time.Duration
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	convs map[string]*brainConv
@@ -69,7 +74,7 @@ func (c *brainConv) add(role string, blocks []json.RawMessage) {
 }
 
 func newBuiltinBrain(spec *execAgent, tools []*toolRunner, shell executor.ProcessHandler, log *slog.Logger) *builtinBrain {
-	b := &builtinBrain{spec: spec, local: map[string]localTool{}, http: &http.Client{}, log: log, convs: map[string]*brainConv{}}
+	b := &builtinBrain{spec: spec, local: map[string]localTool{}, http: &http.Client{}, timeout: modelTimeout, log: log, convs: map[string]*brainConv{}}
 	for _, r := range tools {
 		b.local[r.spec.Def.Name] = func(ctx context.Context, _ *executor.Turn, in json.RawMessage) (executor.Result, error) {
 			return r.run(ctx, in)
@@ -365,21 +370,31 @@ func (b *builtinBrain) call(ctx context.Context, base, token string, msgs []chat
 	if err != nil {
 		return nil, err
 	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	// fail names the bound when it, not the turn, ended the call.
+	fail := func(err error) error {
+		if parent.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("model gateway: no answer within %s", b.timeout)
+		}
+		return fmt.Errorf("model gateway: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("model gateway: %w", err)
+		return nil, fail(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("anthropic-version", "2023-06-01")
 	resp, err := b.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("model gateway: %w", err)
+		return nil, fail(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxModelReply))
 	if err != nil {
-		return nil, fmt.Errorf("model gateway: %w", err)
+		return nil, fail(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("model gateway: HTTP %d: %s", resp.StatusCode, gatewayDetail(raw))

@@ -3,8 +3,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -383,5 +386,34 @@ echo "cred=${BATON_EXECUTOR_CREDENTIAL:-none} session=$BATON_SESSION_ID turn=$BA
 	}
 	if strings.Contains(run.stderr.String(), executortest.Credential) {
 		t.Error("the credential was logged")
+	}
+}
+
+// TestBrainCallTimeout: a gateway that accepts the call but never answers
+// fails it once the model call bound passes, not when the turn ends.
+func TestBrainCallTimeout(t *testing.T) {
+	release := make(chan struct{})
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(gw.Close)
+	t.Cleanup(func() { close(release) }) // runs before gw.Close
+	b := newBuiltinBrain(&execAgent{Model: "m", MaxTokens: 10}, nil, nil, slog.New(slog.DiscardHandler))
+	b.timeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the turn: far longer
+	defer cancel()
+	start := time.Now()
+	_, err := b.call(ctx, gw.URL, "tok", []chatMessage{{Role: "user", Content: contentBlocks(json.RawMessage(`"hi"`))}}, nil)
+	if err == nil || err.Error() != "model gateway: no answer within 200ms" {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("call took %s", d)
+	}
+	if ctx.Err() != nil {
+		t.Error("the turn's context ended first")
 	}
 }

@@ -73,7 +73,7 @@ func (c *Client) Call(ctx context.Context, entry *baton.ProviderEntry, token str
 	}
 	defer resp.Body.Close()
 	if provider.EventStream(resp) {
-		return readStream(resp, req.OnDelta)
+		return readStream(resp, req.OnDelta, provider.MaxBody)
 	}
 	return readPlain(resp, req.OnDelta)
 }
@@ -109,9 +109,10 @@ func encode(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]byte, err
 	return b, nil
 }
 
-// readStream folds a server-sent event reply into a message.
-func readStream(resp *http.Response, onDelta func(string)) (*baton.ProviderResponse, error) {
-	a := assembler{onDelta: onDelta, status: resp.StatusCode}
+// readStream folds a server-sent event reply into a message; the reply may
+// accumulate at most limit bytes of content.
+func readStream(resp *http.Response, onDelta func(string), limit int) (*baton.ProviderResponse, error) {
+	a := assembler{onDelta: onDelta, status: resp.StatusCode, max: limit}
 	dec := sse.NewDecoder(resp.Body)
 	defer dec.Release()
 	for !a.done {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/provider"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -231,7 +232,7 @@ func TestStreamBlocks(t *testing.T) {
 				frames = append(frames, sseFrame("x", f))
 			}
 			frames = append(frames, frameStop)
-			resp, err := readStream(streamResponse(strings.Join(frames, "")), nil)
+			resp, err := readStream(streamResponse(strings.Join(frames, "")), nil, provider.MaxBody)
 			if err != nil {
 				t.Fatalf("readStream: %v", err)
 			}
@@ -483,7 +484,7 @@ func FuzzStream(f *testing.F) {
 		sseFrame("content_block_delta", `{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"c"}}`) + frameStop)
 	f.Add("data: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"}}\n\n")
 	f.Fuzz(func(t *testing.T, stream string) {
-		resp, err := readStream(streamResponse(stream), func(string) {})
+		resp, err := readStream(streamResponse(stream), func(string) {}, provider.MaxBody)
 		if err != nil {
 			var pe *baton.ProviderError
 			if !errors.As(err, &pe) {
@@ -531,5 +532,40 @@ func BenchmarkCallStream(b *testing.B) {
 		if _, err := c.Call(context.Background(), entry, token, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestStreamTooLarge: a streamed reply whose content passes the cap fails,
+// not retryable, before more than the cap reaches OnDelta.
+func TestStreamTooLarge(t *testing.T) {
+	const limit = 16 << 10
+	piece := strings.Repeat("x", 1000)
+	blank := strings.Repeat(" ", 1000) // tool input must stay valid JSON
+	for _, tc := range []struct{ name, start, delta string }{
+		{"text", `{"type":"text","text":""}`, `{"type":"text_delta","text":"` + piece + `"}`},
+		{"tool input", `{"type":"tool_use","id":"t","name":"n","input":{}}`, `{"type":"input_json_delta","partial_json":"` + blank + `"}`},
+		{"thinking", `{"type":"thinking","thinking":""}`, `{"type":"thinking_delta","thinking":"` + piece + `"}`},
+		{"citations", `{"type":"text","text":""}`, `{"type":"citations_delta","citation":{"cited_text":"` + piece + `"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frames := []string{frameStart, sseFrame("content_block_start", `{"type":"content_block_start","index":0,"content_block":`+tc.start+`}`)}
+			for range 2 * limit / len(piece) {
+				frames = append(frames, sseFrame("content_block_delta", `{"type":"content_block_delta","index":0,"delta":`+tc.delta+`}`))
+			}
+			frames = append(frames, frameStop)
+			stream := strings.Join(frames, "")
+			if _, err := readStream(streamResponse(stream), nil, provider.MaxBody); err != nil {
+				t.Fatalf("under the default cap: %v", err)
+			}
+			var got int
+			_, err := readStream(streamResponse(stream), func(s string) { got += len(s) }, limit)
+			pe := asProviderError(t, err)
+			if pe.Retryable || pe.Detail != "provider response is larger than 16384 bytes" {
+				t.Errorf("error = %+v", pe)
+			}
+			if got > limit {
+				t.Errorf("OnDelta got %d bytes, more than the cap", got)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/rawjson"
+	"github.com/baton-engine/baton/provider"
 )
 
 // maxBlocks bounds the content block index a stream may use.
@@ -56,6 +57,8 @@ const (
 type assembler struct {
 	onDelta func(string)
 	status  int
+	max     int // bytes the kept parts of the reply may add up to
+	size    int // bytes kept so far
 
 	message []byte   // message_start's message
 	usage   []byte   // usage, merged from message_start and message_delta
@@ -69,6 +72,15 @@ type assembler struct {
 // failure is a malformed stream: not retryable.
 func (a *assembler) failure(format string, args ...any) *baton.ProviderError {
 	return &baton.ProviderError{Status: a.status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// grow counts n more bytes kept and fails once they pass a.max.
+func (a *assembler) grow(n int) error {
+	a.size += n
+	if a.size > a.max {
+		return provider.TooLarge(a.status, a.max)
+	}
+	return nil
 }
 
 // add handles one event: name is its SSE event type, used when the data
@@ -89,6 +101,9 @@ func (a *assembler) add(name string, data []byte) error {
 		if !isObject(ev.Message) {
 			return a.failure("provider stream message_start has no message")
 		}
+		if err := a.grow(len(ev.Message)); err != nil {
+			return err
+		}
 		a.message = bytes.Clone(ev.Message)
 		a.usage = bytes.Clone(field(a.message, "usage"))
 	case "content_block_start":
@@ -98,6 +113,9 @@ func (a *assembler) add(name string, data []byte) error {
 		if !isObject(ev.ContentBlock) {
 			return a.failure("provider stream content_block_start has no content_block")
 		}
+		if err := a.grow(len(ev.ContentBlock)); err != nil {
+			return err
+		}
 		for len(a.blocks) <= ev.Index {
 			a.blocks = append(a.blocks, nil)
 		}
@@ -106,6 +124,9 @@ func (a *assembler) add(name string, data []byte) error {
 		return a.blockDelta()
 	case "message_delta":
 		if isObject(ev.Delta) {
+			if err := a.grow(len(ev.Delta)); err != nil {
+				return err
+			}
 			a.deltas = append(a.deltas, bytes.Clone(ev.Delta))
 		}
 		if isObject(ev.Usage) {
@@ -214,6 +235,7 @@ func (a *assembler) blockDelta() error {
 	if err != nil {
 		return a.failure("provider stream content_block_delta has no delta")
 	}
+	before := len(b.text) + len(b.input) + len(b.thinking) + len(b.signature)
 	ok := true
 	// str appends the JSON string v to dst; a missing value adds nothing.
 	str := func(dst, v []byte) []byte {
@@ -223,14 +245,13 @@ func (a *assembler) blockDelta() error {
 		dst, ok = rawjson.AppendUnquoted(dst, v)
 		return dst
 	}
+	var emit []byte // text to pass to onDelta once the size is checked
 	switch string(typ) {
 	case `"text_delta"`:
 		n := len(b.text)
 		b.text = str(b.text, text)
 		b.has |= hasText
-		if ok && a.onDelta != nil && len(b.text) > n {
-			a.onDelta(string(b.text[n:]))
-		}
+		emit = b.text[n:]
 	case `"input_json_delta"`:
 		b.input = str(b.input, partial)
 		b.has |= hasInput
@@ -242,12 +263,19 @@ func (a *assembler) blockDelta() error {
 		b.has |= hasSignature
 	case `"citations_delta"`:
 		if isObject(citation) {
+			before -= len(citation)
 			b.citations = append(b.citations, bytes.Clone(citation))
 			b.has |= hasCitations
 		}
 	}
 	if !ok {
 		return a.failure("provider stream has a malformed content_block_delta")
+	}
+	if err := a.grow(len(b.text) + len(b.input) + len(b.thinking) + len(b.signature) - before); err != nil {
+		return err
+	}
+	if a.onDelta != nil && len(emit) > 0 {
+		a.onDelta(string(emit))
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func (c *Client) Call(ctx context.Context, entry *baton.ProviderEntry, token str
 	}
 	defer resp.Body.Close()
 	if provider.EventStream(resp) {
-		return readStream(resp, req.OnDelta)
+		return readStream(resp, req.OnDelta, provider.MaxBody)
 	}
 	return readPlain(resp, req.OnDelta)
 }
@@ -111,9 +111,9 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 }
 
 // readStream folds a streamed reply into a chat.completion and translates
-// it.
-func readStream(resp *http.Response, onDelta func(string)) (*baton.ProviderResponse, error) {
-	a := newAssembler(resp.StatusCode, onDelta)
+// it; the reply may accumulate at most limit bytes of content.
+func readStream(resp *http.Response, onDelta func(string), limit int) (*baton.ProviderResponse, error) {
+	a := newAssembler(resp.StatusCode, onDelta, limit)
 	dec := sse.NewDecoder(resp.Body)
 	defer dec.Release()
 	for !a.done {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/provider"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -352,7 +353,7 @@ func FuzzOpenAIStream(f *testing.F) {
 			StatusCode: 200,
 			Header:     http.Header{"Content-Type": {"text/event-stream"}},
 			Body:       io.NopCloser(strings.NewReader(stream)),
-		}, func(string) {})
+		}, func(string) {}, provider.MaxBody)
 		if err != nil {
 			var pe *baton.ProviderError
 			if !errors.As(err, &pe) {
@@ -364,4 +365,48 @@ func FuzzOpenAIStream(f *testing.F) {
 			t.Fatalf("invalid JSON: body %q content %q", resp.Body, resp.Content)
 		}
 	})
+}
+
+// TestStreamTooLarge: a streamed reply whose text or tool calls pass the cap
+// fails, not retryable, before more than the cap reaches OnDelta.
+func TestStreamTooLarge(t *testing.T) {
+	const limit = 16 << 10
+	piece := strings.Repeat("x", 1000)
+	blank := strings.Repeat(" ", 1000) // arguments must end up valid JSON
+	args := func(s string) string { return `{"tool_calls":[{"index":0,"function":{"arguments":"` + s + `"}}]}` }
+	for _, tc := range []struct{ name, delta, last string }{
+		{"text", `{"content":"` + piece + `"}`, `{}`},
+		{"tool arguments", args(blank), args("{}")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stream strings.Builder
+			for range 2 * limit / len(piece) {
+				stream.WriteString(`data: {"id":"c","choices":[{"index":0,"delta":` + tc.delta + "}]}\n\n")
+			}
+			stream.WriteString(`data: {"id":"c","choices":[{"index":0,"delta":` + tc.last + "}]}\n\n")
+			stream.WriteString("data: [DONE]\n\n")
+			resp := func() *http.Response {
+				return &http.Response{
+					StatusCode: 200,
+					Header:     http.Header{"Content-Type": {"text/event-stream"}},
+					Body:       io.NopCloser(strings.NewReader(stream.String())),
+				}
+			}
+			if _, err := readStream(resp(), nil, provider.MaxBody); err != nil {
+				t.Fatalf("under the default cap: %v", err)
+			}
+			var got int
+			_, err := readStream(resp(), func(s string) { got += len(s) }, limit)
+			var pe *baton.ProviderError
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want a ProviderError", err)
+			}
+			if pe.Retryable || pe.Detail != "provider response is larger than 16384 bytes" {
+				t.Errorf("error = %+v", pe)
+			}
+			if got > limit {
+				t.Errorf("OnDelta got %d bytes, more than the cap", got)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/provider"
 )
 
 // maxCalls bounds the tool call index a stream may use.
@@ -70,6 +71,8 @@ type call struct {
 type assembler struct {
 	status  int
 	onDelta func(string)
+	max     int // bytes the text and tool calls may add up to
+	size    int // bytes of text and tool calls so far
 
 	id, model string
 	text      strings.Builder
@@ -80,8 +83,17 @@ type assembler struct {
 	done      bool // [DONE] arrived
 }
 
-func newAssembler(status int, onDelta func(string)) *assembler {
-	return &assembler{status: status, onDelta: onDelta, last: -1}
+func newAssembler(status int, onDelta func(string), limit int) *assembler {
+	return &assembler{status: status, onDelta: onDelta, max: limit, last: -1}
+}
+
+// grow counts n more bytes kept and fails once they pass a.max.
+func (a *assembler) grow(n int) error {
+	a.size += n
+	if a.size > a.max {
+		return provider.TooLarge(a.status, a.max)
+	}
+	return nil
 }
 
 func (a *assembler) failure(format string, args ...any) *baton.ProviderError {
@@ -117,6 +129,9 @@ func (a *assembler) add(data []byte) error {
 			continue // only one choice is asked for
 		}
 		if d := ch.Delta.Content; d != nil && *d != "" {
+			if err := a.grow(len(*d)); err != nil {
+				return err
+			}
 			a.text.WriteString(*d)
 			if a.onDelta != nil {
 				a.onDelta(*d)
@@ -146,6 +161,9 @@ func (a *assembler) callDelta(tc callDelta) error {
 	}
 	if slot < 0 || slot >= maxCalls {
 		return a.failure("provider stream has an invalid tool call index")
+	}
+	if err := a.grow(len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)); err != nil {
+		return err
 	}
 	for len(a.calls) <= slot {
 		a.calls = append(a.calls, nil)
