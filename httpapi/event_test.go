@@ -1,15 +1,18 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx/httpxtest"
+	"github.com/baton-engine/baton/store"
 )
 
 // eventJSON is the exact wire form of a seeded event (see seedSession).
@@ -105,5 +108,49 @@ func TestEventsPaging(t *testing.T) {
 	}
 	if string(items[0]) != eventJSON(f.events[200], 200) {
 		t.Errorf("first item of the last page = %s, want %s", items[0], eventJSON(f.events[200], 200))
+	}
+}
+
+// TestEventsPageBytes: large events end a page early, under the store's
+// byte budget, with a next_cursor that continues after the last event
+// sent; following the cursors yields every event once.
+func TestEventsPageBytes(t *testing.T) {
+	db, err := store.Open(context.Background(), store.Options{URL: filepath.Join(t.TempDir(), "db"), EventPageBytes: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sid, _ := seedSession(t, db, 0)
+	big := json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)
+	for range 10 {
+		if err := db.Append(context.Background(), &baton.Event{SessionID: sid, Type: "provider.request", Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := &baton.Key{ID: "key_session", Role: baton.RoleSession, Name: sid, ClientID: "key_client"}
+	srv := New(Options{Addr: "127.0.0.1:0", Auth: &fakeAuth{sessions: map[string]*baton.Key{sid + " " + sessionToken: key}}, Events: db})
+	var got, pages int
+	cursor := ""
+	for {
+		req := httptest.NewRequest("GET", "/api/v1/sessions/"+sid+"/events?limit=200&cursor="+cursor, nil)
+		req.Header.Set("Authorization", "Bearer "+sessionToken)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		items, next := page(t, rec)
+		pages++
+		if len(items) == 0 || len(items) > 2 {
+			t.Fatalf("page %d holds %d events of 1002 payload bytes under a 3000-byte budget, want 1 or 2", pages, len(items))
+		}
+		got += len(items)
+		if next == nil {
+			break
+		}
+		cursor = *next
+	}
+	if got != 10 || pages != 5 {
+		t.Errorf("%d events in %d pages, want 10 in 5", got, pages)
 	}
 }

@@ -209,7 +209,7 @@ func readBlob(w http.ResponseWriter, r *http.Request, max int64, what string) ([
 	case errors.As(err, &mbe):
 		return nil, tooLarge
 	case err != nil:
-		return nil, &httpx.Rejection{Status: http.StatusBadRequest, Text: "Failed to buffer the request body: " + err.Error()}
+		return nil, httpx.BodyError(err)
 	}
 	return buf.Bytes(), nil
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
@@ -30,13 +32,16 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		limit = DefaultMaxRPC
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	out := newStream(w, &s.bufs)
+	out := newStream(w, &s.bufs, s.opts.WriteTimeout)
 	defer out.release()
 	defer out.start() // a notification with no output still gets its 200
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			out.frame(wire.ErrorFrame(nil, &wire.Error{Code: wire.CodeInvalidRequest, Message: "Invalid Request: request body is too large"}))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			out.frame(wire.ErrorFrame(nil, &wire.Error{Code: wire.CodeInvalidRequest, Message: "Invalid Request: timed out reading the request body"}))
 		}
 		return
 	}
@@ -317,15 +322,26 @@ const maxBatch = 64 << 10
 type stream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration // deadline of each write
 	buf     []byte
 	pool    *bufPool
 	started bool
 	failed  bool
 }
 
-func newStream(w http.ResponseWriter, pool *bufPool) *stream {
-	return &stream{w: w, rc: http.NewResponseController(w), buf: pool.get(), pool: pool}
+func newStream(w http.ResponseWriter, pool *bufPool, timeout time.Duration) *stream {
+	if timeout <= 0 {
+		timeout = httpx.DefaultWriteTimeout
+	}
+	return &stream{w: w, rc: http.NewResponseController(w), timeout: timeout, buf: pool.get(), pool: pool}
 }
+
+// deadline gives the next write (and its flush, or net/http's final one)
+// the stream's timeout, so a client that stops reading fails the write
+// instead of blocking the handler, and with it the subscription, forever.
+// net/http lifts it once the response is done. A writer without
+// deadlines (a test recorder) writes without one.
+func (s *stream) deadline() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) }
 
 // bufPool recycles stream buffers: a turn's result repeats its events,
 // provider requests and their history included, so a buffer grows to tens
@@ -363,6 +379,7 @@ func (s *stream) start() {
 		return
 	}
 	s.header()
+	s.deadline()
 	if s.rc.Flush() != nil {
 		s.failed = true
 	}
@@ -394,6 +411,7 @@ func (s *stream) end() {
 		return
 	}
 	s.header()
+	s.deadline()
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.failed = true
 	}
@@ -417,6 +435,7 @@ func (s *stream) flush() bool {
 		return true // e.g. only the caller's own events, which it skips
 	}
 	s.header()
+	s.deadline()
 	_, err := s.w.Write(s.buf)
 	s.buf = s.buf[:0]
 	if err != nil {

@@ -47,7 +47,7 @@ func TestForwardHoldsTheReply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
-			c := &call{out: newStream(w, nil), ctx: context.Background()}
+			c := &call{out: newStream(w, nil, 0), ctx: context.Background()}
 			c.out.started = !tc.own // the headers are out already
 			ch := make(feed, len(tc.batch))
 			for _, typ := range tc.batch {
@@ -129,7 +129,7 @@ func TestSubscribeBatchesReadyNotices(t *testing.T) {
 		t.Fatal(perr)
 	}
 	w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
-	c := &call{s: s, req: req, out: newStream(w, nil), ctx: context.Background()}
+	c := &call{s: s, req: req, out: newStream(w, nil, 0), ctx: context.Background()}
 	c.subscribe()
 	body := w.Body.String()
 	if got := strings.Count(body, `"method":"session.event"`); got != 3 {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/filearea"
@@ -15,6 +16,14 @@ type Options struct {
 	Logger       *slog.Logger // nil discards
 	MaxBodyBytes int64        // request body limit; <= 0 means httpx.DefaultMaxBody
 	MaxRPCBytes  int64        // /rpc request limit (tool results can be large); <= 0 means DefaultMaxRPC
+
+	// BodyTimeout bounds how long a request may take to send its whole
+	// body (httpx.DefaultBodyTimeout when <= 0); a stalled body is 408.
+	// WriteTimeout bounds each write of an NDJSON stream
+	// (httpx.DefaultWriteTimeout when <= 0): a client that stops reading
+	// ends its stream and releases its subscription.
+	BodyTimeout  time.Duration
+	WriteTimeout time.Duration
 
 	Auth      baton.Authenticator
 	Sessions  baton.SessionService
@@ -84,6 +93,7 @@ func New(opts Options) *Server {
 	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
 	s.handler = httpx.AccessLog(log, h)
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
+	s.Server.SetBodyTimeout(opts.BodyTimeout)
 	return s
 }
 

@@ -243,7 +243,7 @@ func (s *Server) clientCalls(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer feed.Close()
-	out := newStream(w, &s.bufs) // the NDJSON writer of /rpc
+	out := newStream(w, &s.bufs, s.opts.WriteTimeout) // the NDJSON writer of /rpc
 	defer out.release()
 	out.start()
 	for {

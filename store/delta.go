@@ -255,7 +255,11 @@ type eventKey struct {
 // expand replaces the stored middles of the delta rows among evs (refs[i]
 // belongs to evs[i]; evs in Seq order) with whole payloads. A base among
 // evs is used as it is; one before them is read, with its own bases.
-func (db *DB) expand(ctx context.Context, evs []*baton.Event, refs []ref) error {
+//
+// With max > 0 it stops before the first event whose whole payload would
+// take the running total past max bytes (the first event is always kept)
+// and leaves the rest unexpanded. It returns how many events it kept.
+func (db *DB) expand(ctx context.Context, evs []*baton.Event, refs []ref, max int) (int, error) {
 	var need map[eventKey]bool
 	for i, r := range refs {
 		if r.base != 0 {
@@ -265,25 +269,29 @@ func (db *DB) expand(ctx context.Context, evs []*baton.Event, refs []ref) error 
 			need[eventKey{evs[i].SessionID, r.base}] = true
 		}
 	}
-	if need == nil {
-		return nil
+	if need == nil && max <= 0 {
+		return len(evs), nil
 	}
 	known := make(map[eventKey]json.RawMessage, len(need))
+	total := 0
 	for i, e := range evs {
 		if r := refs[i]; r.base != 0 {
 			b, err := db.base(ctx, eventKey{e.SessionID, r.base}, known)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if e.Payload, err = r.join(e.Seq, b, e.Payload); err != nil {
-				return err
+				return 0, err
 			}
+		}
+		if total += len(e.Payload); max > 0 && i > 0 && total > max {
+			return i, nil
 		}
 		if k := (eventKey{e.SessionID, e.Seq}); need[k] {
 			known[k] = e.Payload
 		}
 	}
-	return nil
+	return len(evs), nil
 }
 
 const baseRowSQL = `SELECT payload, base_seq, base_prefix, base_suffix FROM session_events

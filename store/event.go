@@ -40,13 +40,23 @@ func scanEvent(s scanner) (*baton.Event, ref, error) {
 // first limit events (every one when limit is 0) with whole payloads,
 // and whether the query returned more.
 func (db *DB) events(ctx context.Context, limit int, query string, args ...any) ([]*baton.Event, bool, error) {
+	return db.eventPage(ctx, limit, 0, query, args...)
+}
+
+// eventPage is events that, with maxBytes > 0, also ends the result
+// early, reporting more, before the first event whose whole payload would
+// take the total past maxBytes. The first event is always kept, so a
+// caller paging by the last Seq progresses.
+func (db *DB) eventPage(ctx context.Context, limit, maxBytes int, query string, args ...any) ([]*baton.Event, bool, error) {
 	rows, err := db.query(ctx, query, args...)
 	if err != nil {
 		return nil, false, err
 	}
 	var (
-		evs  []*baton.Event
-		refs []ref
+		evs    []*baton.Event
+		refs   []ref
+		stored int  // payload bytes as stored: no more than when whole
+		cut    bool // stopped reading rows for the byte budget
 	)
 	for rows.Next() {
 		e, r, err := scanEvent(rows)
@@ -54,6 +64,11 @@ func (db *DB) events(ctx context.Context, limit int, query string, args ...any) 
 			_ = rows.Close()
 			return nil, false, err
 		}
+		if maxBytes > 0 && len(evs) > 0 && stored+len(e.Payload) > maxBytes {
+			cut = true
+			break
+		}
+		stored += len(e.Payload)
 		evs, refs = append(evs, e), append(refs, r)
 	}
 	// Closed before expand reads bases: holding this connection while
@@ -61,12 +76,16 @@ func (db *DB) events(ctx context.Context, limit int, query string, args ...any) 
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, false, err
 	}
-	more := limit > 0 && len(evs) > limit
-	if more {
+	more := cut || limit > 0 && len(evs) > limit
+	if limit > 0 && len(evs) > limit {
 		evs, refs = evs[:limit], refs[:limit]
 	}
-	if err := db.expand(ctx, evs, refs); err != nil {
+	n, err := db.expand(ctx, evs, refs, maxBytes)
+	if err != nil {
 		return nil, false, err
+	}
+	if n < len(evs) {
+		evs, more = evs[:n], true
 	}
 	return evs, more, nil
 }
@@ -114,15 +133,18 @@ func (db *DB) AppendQueued(ctx context.Context, events ...*baton.Event) (wait fu
 }
 
 // Events returns a page of a session's events, oldest first; the cursor is
-// the Seq of the last event of the previous page. An unknown session has
-// no events.
+// the Seq of the last event of the previous page. A page holds at most
+// page.Limit events and ends early, with a next cursor, before the event
+// whose payload would take the page past the byte budget
+// (Options.EventPageBytes); it always holds at least one event. An
+// unknown session has no events.
 func (db *DB) Events(ctx context.Context, sessionID string, page baton.Page) ([]*baton.Event, string, error) {
 	after, err := parseCursor(page.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	limit := pageLimit(page.Limit)
-	items, more, err := db.events(ctx, limit, `SELECT `+eventCols+` FROM session_events
+	items, more, err := db.eventPage(ctx, limit, db.pageBytes, `SELECT `+eventCols+` FROM session_events
 WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, after, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list events: %w", err)

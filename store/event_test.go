@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,73 @@ func testEventPages(t *testing.T, db *DB) {
 	items, _, err = db.Events(ctx, s.ID, baton.Page{Cursor: strconv.Itoa(10), Limit: 0})
 	if err != nil || len(items) != 1 || items[0].Seq != 11 {
 		t.Errorf("Events(cursor 10, default limit) = %v, %v", items, err)
+	}
+}
+
+// testEventPageBytes pages through provider requests (most stored as
+// deltas, so the budget must count whole payloads) and one event larger
+// than the whole budget: every page stays within the budget unless it is
+// that one event alone, ends only before an event that would not fit, and
+// together the pages hold every event once.
+func testEventPageBytes(t *testing.T, db *DB) {
+	ctx := context.Background()
+	p := mkProfile(t, db, "p")
+	ck := mkKey(t, db, baton.RoleClient, p.ID)
+	s, _ := mkSession(t, db, ck)
+	conv := &conversation{session: s.ID, note: multiNote}
+	var reqs []*baton.Event
+	for range 12 {
+		req := reqEvent(s.ID, conv.next())
+		reqs = append(reqs, req)
+		if err := db.Append(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.pageBytes = 3 * len(reqs[len(reqs)-1].Payload)
+	huge := baton.NewEvent(s.ID, "", "x", strings.Repeat("y", 2*db.pageBytes))
+	if err := db.Append(ctx, huge, newEvent(s.ID, "after")); err != nil {
+		t.Fatal(err)
+	}
+	want := allEvents(t, db, s.ID)
+	if stored := storedRows(t, db, s.ID); stored[len(stored)-3].base == 0 {
+		t.Fatal("last request not stored as a delta; the test needs one")
+	}
+
+	var got []*baton.Event
+	cursor, pages := "", 0
+	for {
+		items, next, err := db.Events(ctx, s.ID, baton.Page{Cursor: cursor, Limit: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(items) == 0 {
+			t.Fatalf("page %d after cursor %q is empty", pages, cursor)
+		}
+		size := 0
+		for _, e := range items {
+			size += len(e.Payload)
+		}
+		if size > db.pageBytes && len(items) > 1 {
+			t.Errorf("page %d holds %d events of %d payload bytes, budget %d", pages, len(items), size, db.pageBytes)
+		}
+		got = append(got, items...)
+		if next == "" {
+			break
+		}
+		if last := items[len(items)-1].Seq; next != strconv.FormatInt(last, 10) {
+			t.Errorf("page %d: next %q, last seq %d", pages, next, last)
+		}
+		if n := len(got); n < len(want) && size+len(want[n].Payload) <= db.pageBytes {
+			t.Errorf("page %d ended before event %d, which fits (%d + %d <= %d)",
+				pages, want[n].Seq, size, len(want[n].Payload), db.pageBytes)
+		}
+		cursor = next
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paged events (-want +got):\n%s", diff)
+	}
+	if pages < 4 {
+		t.Errorf("%d pages of %d events under a budget of %d bytes: want the budget to split them", pages, len(want), db.pageBytes)
 	}
 }

@@ -33,6 +33,10 @@ const (
 // set.
 const DefaultMaxBatch = 512
 
+// DefaultEventPageBytes is the payload byte budget of one Events page when
+// Options.EventPageBytes is not set.
+const DefaultEventPageBytes = 16 << 20
+
 // ErrSchemaTooNew is returned by Open when the database was migrated by a
 // newer Baton than this one: its schema version is past the last embedded
 // migration.
@@ -60,6 +64,11 @@ type Options struct {
 	// writer goroutine, before any caller is told of the commit. It must
 	// not block, keep the slice, or call back into the store.
 	OnCommit func([]*baton.Event)
+	// EventPageBytes caps the payload bytes of one Events page
+	// (DefaultEventPageBytes when <= 0): a page ends early, with a next
+	// cursor, before the event that would pass it. A page always holds at
+	// least one event, however large, so paging progresses.
+	EventPageBytes int
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -78,6 +87,8 @@ type DB struct {
 	profiles   sync.Map     // profile id → cachedProfile
 	profileGen atomic.Int64 // bumped by every profile change
 
+	pageBytes int // payload byte budget of an Events page
+
 }
 
 var _ baton.Store = (*DB)(nil)
@@ -93,7 +104,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.URL == "" {
 		return nil, errors.New("store: empty URL")
 	}
-	db := &DB{url: opts.URL, log: log}
+	db := &DB{url: opts.URL, log: log, pageBytes: opts.EventPageBytes}
+	if db.pageBytes <= 0 {
+		db.pageBytes = DefaultEventPageBytes
+	}
 	var err error
 	if isPostgres(opts.URL) {
 		db.dialect = DialectPostgres

@@ -133,6 +133,7 @@ func testStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"Append", testAppend},
 		{"AppendUnknownSession", testAppendUnknownSession},
 		{"EventPages", testEventPages},
+		{"EventPageBytes", testEventPageBytes},
 		{"GroupCommit", testGroupCommit},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"FailingOpInBatch", testFailingOpInBatch},

@@ -49,7 +49,7 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
 		}
-		return nil, &Rejection{Status: http.StatusBadRequest, Text: "Failed to buffer the request body: " + err.Error()}
+		return nil, BodyError(err)
 	}
 	return body, nil
 }

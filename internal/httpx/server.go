@@ -11,8 +11,10 @@ import (
 	"time"
 )
 
-// Timeouts of every server. There is no write timeout and no read timeout
-// for the body: /rpc streams for as long as a turn runs.
+// Timeouts of every server. There is no server-wide write or read
+// timeout: /rpc streams for as long as a turn runs. Request bodies get
+// their own deadline (BodyDeadline, SetBodyTimeout) and streams set one
+// per write.
 const (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 120 * time.Second
@@ -21,9 +23,11 @@ const (
 // Server serves one handler on one TCP address. Open binds and starts
 // serving; Shutdown drains; Close stops at once.
 type Server struct {
-	addr string
-	log  *slog.Logger
-	srv  *http.Server
+	addr    string
+	log     *slog.Logger
+	srv     *http.Server
+	handler http.Handler
+	body    time.Duration // request body deadline; see BodyDeadline
 
 	mu   sync.Mutex
 	ln   net.Listener
@@ -35,15 +39,23 @@ type Server struct {
 func NewServer(addr string, handler http.Handler, log *slog.Logger) *Server {
 	log = logger(log)
 	return &Server{
-		addr: addr,
-		log:  log,
+		addr:    addr,
+		log:     log,
+		handler: handler,
 		srv: &http.Server{
-			Handler:           handler,
 			ReadHeaderTimeout: readHeaderTimeout,
 			IdleTimeout:       idleTimeout,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 	}
+}
+
+// SetBodyTimeout sets how long a request has to send its whole body
+// (DefaultBodyTimeout when <= 0, the default); it takes effect at Open.
+func (s *Server) SetBodyTimeout(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.body = d
 }
 
 // Open binds the address and serves in a goroutine that Shutdown or Close
@@ -54,6 +66,7 @@ func (s *Server) Open(ctx context.Context) error {
 	if s.ln != nil {
 		return errors.New("server already open")
 	}
+	s.srv.Handler = BodyDeadline(s.body, s.handler)
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.addr)
 	if err != nil {
