@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/baton-engine/baton"
@@ -15,19 +14,7 @@ import (
 // bringing an entry back.
 func TestClientRegsForgotten(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Options{URL: filepath.Join(t.TempDir(), "b.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	p := &baton.Profile{Name: "p", PrimaryProvider: "x"}
-	if err := db.CreateProfile(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	s := &baton.Session{ProfileID: p.ID, ClientKeyID: "key_1"}
-	if err := db.CreateSession(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
+	db, s := StoreWithSession(t, store.Options{})
 	e := New(Options{Store: db, Clients: db, ClientSweep: -1, MaxClients: 4})
 	defer e.Close()
 	regs := func() int {

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -93,25 +92,5 @@ func TestClientSweep(t *testing.T) {
 	}
 }
 
-// storeWithSession opens a store in a temp dir with o (URL set here) and
-// creates one session on a profile, for client key "key_1". The store is
-// closed when the test ends.
-func storeWithSession(t *testing.T, o store.Options) (*store.DB, *baton.Session) {
-	t.Helper()
-	ctx := context.Background()
-	o.URL = filepath.Join(t.TempDir(), "b.db")
-	db, err := store.Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	p := &baton.Profile{Name: "p", PrimaryProvider: "x"}
-	if err := db.CreateProfile(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	s := &baton.Session{ProfileID: p.ID, ClientKeyID: "key_1"}
-	if err := db.CreateSession(ctx, s, nil); err != nil {
-		t.Fatal(err)
-	}
-	return db, s
-}
+// storeWithSession is engine.StoreWithSession (export_test.go).
+var storeWithSession = engine.StoreWithSession
