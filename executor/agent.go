@@ -531,10 +531,15 @@ func (h *Hub) lostLocked(a *agentSession, err error) {
 }
 
 // detachAgentsLocked starts the resume window of rec's agent sessions:
-// its connection is gone.
-func (h *Hub) detachAgentsLocked(rec *execRec) {
+// its connection is gone. When the executor left for good
+// (executor.close) they are lost at once.
+func (h *Hub) detachAgentsLocked(rec *execRec, left bool) {
 	for _, a := range h.ag.sessions {
 		if a.execID != rec.id || a.ended {
+			continue
+		}
+		if left && !h.closed {
+			h.lostLocked(a, fmt.Errorf("%w (executor %s)", ErrExecutorClosed, a.execID))
 			continue
 		}
 		a.lostGen++

@@ -53,8 +53,8 @@ type Assignment struct {
 
 // Binding is a session bound to an executor. Its epoch changes on every
 // rebinding; it ends when the executor reports session.ended, when its
-// executor does not come back within the resume window, or when the hub
-// closes. Methods are safe for concurrent use.
+// executor does not come back within the resume window, at once when its
+// executor sends executor.close, or when the hub closes. Methods are safe for concurrent use.
 type Binding struct {
 	hub       *Hub
 	sessionID string
@@ -245,8 +245,8 @@ func (b *Binding) request(ctx context.Context, method string, params, result any
 // timeout, when positive, is sent as timeout_ms and also bounds the wait
 // here (ErrToolTimeout). A call made while the executor is detached is
 // sent when it resumes; a call pending when the binding ends fails with
-// the end reason (ErrResumeWindow, ErrSessionLost, ErrSessionEnded,
-// ErrClosed), which the caller turns into an error tool_result. When the
+// the end reason (ErrResumeWindow, ErrExecutorClosed, ErrSessionLost,
+// ErrSessionEnded, ErrClosed), which the caller turns into an error tool_result. When the
 // wait ends early (ctx, timeout) the executor is sent tool.cancel.
 func (b *Binding) Call(ctx context.Context, toolCallID, name string, input json.RawMessage, timeout time.Duration) (*proto.ToolResultParams, error) {
 	if toolCallID == "" || name == "" {

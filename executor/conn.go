@@ -27,6 +27,7 @@ type conn struct {
 	exec         *execRec             // nil until registered
 	spoke        bool                 // a first message came
 	closing      bool
+	left         bool                 // the executor sent executor.close: it is gone for good
 	closeCode    websocket.StatusCode // why it is closing, once closing
 	closeReason  string
 	running      int // running tools, per the last heartbeat
@@ -361,8 +362,16 @@ func (c *conn) capabilities(_ context.Context, f *proto.Frame) (any, error) {
 	return nil, nil
 }
 
+// closeByExecutor serves executor.close: the executor is leaving for
+// good (seed 003: the side that receives executor.close stops), so its
+// sessions do not wait the resume window — their bindings end at once
+// with ErrExecutorClosed and their next calls bind to another executor.
 func (c *conn) closeByExecutor(context.Context, *proto.Frame) (any, error) {
-	c.hub.shut(c, proto.CloseNormal, "closed by executor")
+	h := c.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.left = true
+	h.shutLocked(c, proto.CloseNormal, "closed by executor")
 	return nil, nil
 }
 
@@ -456,7 +465,8 @@ func (c *conn) ended(err error) {
 }
 
 // detachLocked unbinds c from its executor. Sessions waiting for
-// session.ready fail; the others are detached and wait the resume window.
+// session.ready fail; the others are detached and wait the resume window,
+// unless the executor said executor.close: then they end at once.
 func (h *Hub) detachLocked(c *conn) {
 	rec := c.exec
 	c.exec = nil
@@ -464,7 +474,7 @@ func (h *Hub) detachLocked(c *conn) {
 		return
 	}
 	rec.conn = nil
-	h.detachAgentsLocked(rec)
+	h.detachAgentsLocked(rec, c.left)
 	for _, b := range rec.bindings {
 		if b.conn == c {
 			b.conn = nil
@@ -481,6 +491,13 @@ func (h *Hub) detachLocked(c *conn) {
 	}
 	if h.closed {
 		return // Close ends the bindings
+	}
+	if c.left {
+		err := fmt.Errorf("%w (executor %s)", ErrExecutorClosed, rec.id)
+		for _, b := range rec.bindings {
+			h.endLocked(b, err) // the last one forgets rec
+		}
+		return
 	}
 	rec.detachGen++
 	gen := rec.detachGen

@@ -26,7 +26,9 @@
 // executor's sessions are detached: an executor that registers again
 // with resume within the resume window gets them back under new epochs
 // and its unanswered tool calls are re-sent; otherwise they end and their
-// pending calls fail with ErrResumeWindow. The sessions a resume names
+// pending calls fail with ErrResumeWindow. An executor that sends
+// executor.close is gone for good: its sessions end at once
+// (ErrExecutorClosed) and their next calls bind elsewhere. The sessions a resume names
 // that the hub cannot bind again (a restarted hub never saw them) are
 // stopped with session.stop reason "unknown_session", agent sessions
 // excepted.

@@ -317,6 +317,8 @@ func (x *Hands) explain(err error, c baton.ExecutorCall) error {
 		msg = "the server is shutting down; executor tools are unavailable"
 	case errors.Is(err, ErrResumeWindow):
 		msg = fmt.Sprintf("the executor running tool '%s' disconnected and did not come back within %s", c.Name, x.hub.window)
+	case errors.Is(err, ErrExecutorClosed):
+		msg = fmt.Sprintf("the executor running tool '%s' was stopped (executor.close) before the call finished; the call did not complete", c.Name)
 	case errors.Is(err, ErrSessionLost):
 		msg = fmt.Sprintf("the executor running tool '%s' reconnected without this session; the call was lost", c.Name)
 	case errors.Is(err, ErrSessionEnded):

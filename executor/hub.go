@@ -35,10 +35,13 @@ var (
 	ErrOverCapacity = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor is over capacity"}
 	ErrResumeWindow = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor did not reconnect within the resume window"}
 	ErrSessionLost  = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor reconnected without the session"}
-	ErrSessionEnded = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor ended the session"}
-	ErrToolTimeout  = &baton.Error{Code: baton.ECodeUnavailable, Message: "tool call timed out"}
-	ErrBound        = &baton.Error{Code: baton.ECodeConflict, Message: "session is already bound to an executor"}
-	ErrDuplicate    = &baton.Error{Code: baton.ECodeConflict, Message: "tool call id already used on this session"}
+	// ErrExecutorClosed ends the bindings of an executor that sent
+	// executor.close: it stopped for good and will not resume them.
+	ErrExecutorClosed = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor closed (executor.close); it will not come back"}
+	ErrSessionEnded   = &baton.Error{Code: baton.ECodeUnavailable, Message: "executor ended the session"}
+	ErrToolTimeout    = &baton.Error{Code: baton.ECodeUnavailable, Message: "tool call timed out"}
+	ErrBound          = &baton.Error{Code: baton.ECodeConflict, Message: "session is already bound to an executor"}
+	ErrDuplicate      = &baton.Error{Code: baton.ECodeConflict, Message: "tool call id already used on this session"}
 )
 
 // Options configures a Hub. Tokens is required.

@@ -145,6 +145,12 @@ func TestBadFirstFrame(t *testing.T) {
 			if tc.binary {
 				typ = websocket.MessageBinary
 			}
+			ch := make(chan *proto.Frame, 1)
+			if tc.id != "null" { // waited for before the answer can come
+				x.mu.Lock()
+				x.waiting[tc.id] = ch
+				x.mu.Unlock()
+			}
 			if err := x.ws.Write(context.Background(), typ, []byte(tc.msg)); err != nil {
 				t.Fatal(err)
 			}
@@ -152,10 +158,6 @@ func TestBadFirstFrame(t *testing.T) {
 			if tc.id == "null" {
 				f = x.next() // answers with id null come as surprises
 			} else {
-				x.mu.Lock()
-				ch := make(chan *proto.Frame, 1)
-				x.waiting[tc.id] = ch
-				x.mu.Unlock()
 				select {
 				case f = <-ch:
 				case <-x.done:

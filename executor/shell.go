@@ -244,6 +244,8 @@ func shellError(err error, b *Binding) error {
 	switch {
 	case errors.Is(err, ErrResumeWindow):
 		return fmt.Errorf("the executor shell of this sandbox disconnected and did not come back in time (%w)", err)
+	case errors.Is(err, ErrExecutorClosed):
+		return fmt.Errorf("the executor shell of this sandbox was stopped; start a new sandbox (%w)", err)
 	case errors.Is(err, ErrSessionEnded), errors.Is(err, ErrSessionLost):
 		return fmt.Errorf("the executor shell of this sandbox is gone (%w)", err)
 	}

@@ -90,8 +90,10 @@
 //
 // # Shutting down
 //
-// Close drops results the harness has not acknowledged yet (it
-// re-dispatches those calls after its resume window). To stop without
+// Close cancels the tool calls still running and sends each an is_error
+// result ("the executor stopped", "… (drain timed out)" after Drain),
+// waiting for their acknowledgement, before executor.close; the harness
+// ends this executor's sessions on executor.close. To stop without
 // losing any, call Drain first: it refuses new tool calls, sessions and
 // agent sessions with -32009 data.reason "draining" (as executor.drain
 // from the harness refuses new sessions) and returns once the running

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/coder/websocket"
 )
 
 // gateTool is a tool whose calls wait until release is closed; started
@@ -192,3 +194,73 @@ func (a *failingOpen) Open(context.Context, string, string) (string, error) {
 
 func (a *failingOpen) Run(context.Context, *Turn) error    { return nil }
 func (a *failingOpen) Close(context.Context, string) error { return nil }
+
+// closeWithCallRunning runs a gate call, lets Drain time out (or not
+// drain at all), then closes the executor, and returns the first of
+// tool.result and executor.close the harness sees, with the result held
+// unanswered until the test responds.
+func closeWithCallRunning(t *testing.T, drain bool) (*fakeHarness, *fakeConn, *frame, <-chan error) {
+	t.Helper()
+	h := newHarness(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	cfg := h.config(t)
+	cfg.Tools = []Tool{gateTool(started, release)}
+	e, fc, _ := h.start(t, cfg)
+	fc.result(t, "session.assign", assign("ses_1", 1, "harness"), nil)
+	fc.result(t, "tool.call", callParams("call_1", "gate", nil), nil)
+	await(t, started, "the call")
+	if drain {
+		if err := e.Drain(canceled()); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Drain = %v, want its context's error", err)
+		}
+	}
+	h.hold("tool.result", true)
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		closed <- e.Close(ctx)
+	}()
+	return h, fc, fc.next(t, "tool.result", "executor.close"), closed
+}
+
+// TestDrainTimeoutAnswersRunningCalls: when a drain times out, Close
+// cancels the running call and sends its error result, acknowledged,
+// before executor.close — so the harness, which ends the executor's
+// bindings on executor.close, tells the model why at once.
+func TestDrainTimeoutAnswersRunningCalls(t *testing.T) {
+	_, fc, f, closed := closeWithCallRunning(t, true)
+	if f.Method != "tool.result" {
+		t.Fatalf("got %s before the running call's result", f.Method)
+	}
+	r := decode[resultView](t, f.Params)
+	if r.ToolCallID != "call_1" || !r.IsError || resultText(t, r) != "the executor stopped (drain timed out)" {
+		t.Fatalf("tool.result %+v %s", r, r.Content)
+	}
+	fc.respond(f.ID, map[string]bool{"ok": true}, nil)
+	fc.next(t, "executor.close")
+	if err := await(t, closed, "Close"); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := fc.closed(t); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Errorf("connection closed with %v, want 1000", err)
+	}
+}
+
+// TestCloseAnswersRunningCalls: Close without a drain answers the
+// running call the same way.
+func TestCloseAnswersRunningCalls(t *testing.T) {
+	_, fc, f, closed := closeWithCallRunning(t, false)
+	if f.Method != "tool.result" {
+		t.Fatalf("got %s before the running call's result", f.Method)
+	}
+	if r := decode[resultView](t, f.Params); !r.IsError || resultText(t, r) != "the executor stopped" {
+		t.Fatalf("tool.result %+v %s", r, r.Content)
+	}
+	fc.respond(f.ID, map[string]bool{"ok": true}, nil)
+	fc.next(t, "executor.close")
+	if err := await(t, closed, "Close"); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+}

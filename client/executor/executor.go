@@ -120,10 +120,14 @@ func (e *Executor) Open(ctx context.Context) error {
 	}
 }
 
-// Close sends executor.close, closes the connection with 1000, cancels
-// every running handler and waits for them to return, or for ctx.
-// Results not yet acknowledged are dropped; the harness re-dispatches
-// after its resume window. Drain first to deliver them.
+// Close stops the executor for good. Tool calls still running are
+// cancelled and answered at once with an is_error tool.result ("the
+// executor stopped", or "the executor stopped (drain timed out)" after
+// Drain), which Close waits the harness to acknowledge (or ctx); then
+// it sends executor.close, closes the connection with 1000, and waits
+// for every handler to return, or for ctx. Other results not yet
+// acknowledged are dropped: the harness ends the executor's bindings on
+// executor.close. Drain first to let running work finish.
 func (e *Executor) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.state == stateNew {
@@ -135,11 +139,14 @@ func (e *Executor) Close(ctx context.Context) error {
 		return nil
 	}
 	stopping := e.state != stateStopped
+	var cut []cutCall
 	if stopping {
 		e.state, e.err = stateStopped, ErrClosed
+		cut = e.cutCallsLocked()
 	}
 	e.mu.Unlock()
 	if c, _ := e.out.current(); c != nil && stopping {
+		e.answerCut(ctx, c, cut)
 		_ = c.notify("executor.close", reasonParams{Reason: "shutdown"})
 		_ = c.ws.Close(websocket.StatusNormalClosure, "executor closing")
 	}

@@ -108,6 +108,7 @@ func (o *outbox) detach(c *conn) {
 	if o.c == c {
 		o.c = nil
 		o.live = make(chan struct{})
+		o.pokeLocked() // waitUntil's checks may look at the live connection
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,6 +113,7 @@ type runningCall struct {
 	cancel   context.CancelFunc
 	done     chan struct{} // closed after its tool.result is held
 	canceled bool          // tool.cancel or session.stop
+	cut      bool          // Close answered it already; the handler's outcome is dropped
 }
 
 type handler func(ctx context.Context, c Call) (Result, error)
@@ -193,6 +196,11 @@ func (e *Executor) runCall(ctx context.Context, rc *runningCall, h handler, call
 		}
 	}
 	e.mu.Lock()
+	if rc.cut {
+		e.mu.Unlock()
+		close(rc.done)
+		return
+	}
 	if rc.canceled && !res.IsError {
 		res = ErrorResult("tool call canceled")
 	}
@@ -244,4 +252,60 @@ func (e *Executor) onToolCancel(r *request) (any, *RPCError) {
 	return struct {
 		Canceled bool `json:"canceled"`
 	}{ok}, nil
+}
+
+// cutCall is a running tool call that Close answers itself.
+type cutCall struct {
+	session, id string
+}
+
+// cutCallsLocked cancels every running tool call and takes its answer
+// over from its handler (see answerCut). e.mu is held.
+func (e *Executor) cutCallsLocked() []cutCall {
+	out := make([]cutCall, 0, len(e.calls))
+	for id, rc := range e.calls {
+		rc.cut = true
+		rc.cancel()
+		delete(e.calls, id)
+		e.finished.add(id)
+		out = append(out, cutCall{session: rc.session, id: id})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// answerCut sends an is_error tool.result for each call Close cut, so
+// that the model learns at once why it did not finish, and waits until
+// the harness acknowledged them, c stopped being the live connection, or
+// ctx ended.
+func (e *Executor) answerCut(ctx context.Context, c *conn, cut []cutCall) {
+	if len(cut) == 0 {
+		return
+	}
+	e.mu.Lock()
+	why := "the executor stopped"
+	if e.draining {
+		why = "the executor stopped (drain timed out)"
+	}
+	e.mu.Unlock()
+	var acked atomic.Int64
+	onAck := func(_ json.RawMessage, rerr *RPCError) {
+		if rerr != nil {
+			e.log.Warn("executor: harness refused a tool result at close", "err", rerr)
+		}
+		acked.Add(1)
+		e.out.poke()
+	}
+	for _, k := range cut {
+		if err := e.push("tool.result", k.session, toolResultParams{
+			SessionID: k.session, ToolCallID: k.id, Content: ErrorResult(why).Content, IsError: true,
+		}, onAck); err != nil {
+			e.log.Error("executor: tool result at close not encodable", "tool_call_id", k.id, "err", err)
+			acked.Add(1)
+		}
+	}
+	_ = e.out.waitUntil(ctx, func() bool {
+		live, _ := e.out.current()
+		return acked.Load() == int64(len(cut)) || live != c
+	})
 }
