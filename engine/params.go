@@ -26,7 +26,7 @@ func object(raw []byte) (map[string]json.RawMessage, []string) {
 	m := make(map[string]json.RawMessage, 4)
 	var buf []byte
 	_ = rawjson.EachMember(raw, func(k, v []byte) {
-		buf, _ = rawjson.AppendUnescaped(buf[:0], k)
+		buf = rawjson.AppendKey(buf[:0], k)
 		m[string(buf)] = v
 	})
 	return m, slices.Sorted(maps.Keys(m))

@@ -10,7 +10,6 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/rawjson"
@@ -75,7 +74,7 @@ func Parse(body []byte) (*Request, *Error) {
 	var version, method, params []byte
 	var key []byte
 	_ = rawjson.EachMember(body, func(k, val []byte) {
-		key = memberKey(key[:0], k)
+		key = rawjson.AppendKey(key[:0], k)
 		switch string(key) {
 		case "id":
 			r.ID = val
@@ -100,15 +99,6 @@ func Parse(body []byte) (*Request, *Error) {
 		r.Params = params
 	}
 	return r, nil
-}
-
-// memberKey appends the text of a raw object key (between its quotes).
-func memberKey(dst, raw []byte) []byte {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return append(dst, raw...)
-	}
-	dst, _ = rawjson.AppendUnescaped(dst, raw)
-	return dst
 }
 
 // Param returns the raw value of key in params, or nil when params is not

@@ -196,19 +196,25 @@ func Kind(b []byte) byte {
 	return 0
 }
 
+// AppendKey appends the text of a raw object key (the bytes between its
+// quotes, as EachMember hands them out), as encoding/json reads it:
+// escapes decoded, invalid UTF-8 as U+FFFD. A key without either is
+// copied as it is.
+func AppendKey(dst, raw []byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return append(dst, raw...)
+	}
+	dst, _ = AppendUnescaped(dst, raw)
+	return dst
+}
+
 // Member returns the raw value of the member of object obj whose key,
 // unescaped, is key (the last one when the key repeats), or nil when obj
 // is not an object or has no such member.
 func Member(obj []byte, key string) []byte {
 	var found, buf []byte
 	_ = EachMember(obj, func(k, val []byte) {
-		if bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k) {
-			if string(k) == key {
-				found = val
-			}
-			return
-		}
-		if buf, _ = AppendUnescaped(buf[:0], k); string(buf) == key {
+		if buf = AppendKey(buf[:0], k); string(buf) == key {
 			found = val
 		}
 	})
