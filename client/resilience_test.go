@@ -237,6 +237,7 @@ type v1Fake struct {
 	pings    []int // likewise for pings
 	nStreams int
 	nPings   int
+	call     string // when set, every calls stream sends this line and ends
 }
 
 func newV1Fake(t *testing.T, streams, pings []int) *v1Fake {
@@ -250,6 +251,13 @@ func newV1Fake(t *testing.T, streams, pings []int) *v1Fake {
 	mux.HandleFunc("GET "+base+"/cli_1/calls", func(w http.ResponseWriter, r *http.Request) {
 		if st := v.next(&v.nStreams, v.streams); st != http.StatusOK {
 			v1Fail(w, st)
+			return
+		}
+		v.mu.Lock()
+		call := v.call
+		v.mu.Unlock()
+		if call != "" {
+			io.WriteString(w, call+"\n")
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -345,24 +353,9 @@ func TestRegisteredClientStopsWhenRefused(t *testing.T) {
 // stops the client with an error that says what to raise, instead of
 // reconnecting to the same call forever.
 func TestRegisteredClientCallTooLarge(t *testing.T) {
-	var mu sync.Mutex
-	streams := 0
-	base := "/v1/sessions/" + testSessionID + "/clients"
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+base, func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, `{"id":"cli_1","name":"laptop","expires_at":null}`)
-	})
-	mux.HandleFunc("GET "+base+"/cli_1/calls", func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		streams++
-		mu.Unlock()
-		fmt.Fprintf(w, `{"call_id":"call_1","tool":"t","input":{"x":%q},"tool_use_id":"toolu_1"}`+"\n", strings.Repeat("x", 4096))
-	})
-	mux.HandleFunc("DELETE "+base+"/cli_1", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	c, err := RegisterClient(context.Background(), Config{BaseURL: srv.URL, HTTPClient: srv.Client(), MaxFrameSize: 1024},
+	v := newV1Fake(t, []int{http.StatusOK}, []int{http.StatusOK})
+	v.call = fmt.Sprintf(`{"call_id":"call_1","tool":"t","input":{"x":%q},"tool_use_id":"toolu_1"}`, strings.Repeat("x", 4096))
+	c, err := RegisterClient(context.Background(), Config{BaseURL: v.srv.URL, HTTPClient: v.srv.Client(), MaxFrameSize: 1024},
 		testSessionID, testSessionKey, "laptop", Never())
 	if err != nil {
 		t.Fatal(err)
@@ -376,9 +369,7 @@ func TestRegisteredClientCallTooLarge(t *testing.T) {
 	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "call exceeds the size limit of 1024 bytes; raise Config.MaxFrameSize") {
 		t.Fatalf("Err = %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if streams != 1 {
-		t.Errorf("%d stream connections, want 1", streams)
+	if n := v.count(&v.nStreams); n != 1 {
+		t.Errorf("%d stream connections, want 1", n)
 	}
 }
