@@ -91,16 +91,7 @@ func TestShellExecutorLeaves(t *testing.T) {
 	s := NewShell(e.hub, nil)
 	defer s.Close()
 	ex := e.shellExecutor(t, "exe_m", 1)
-	started := make(chan string, 1)
-	go func() {
-		id, err := s.Start(context.Background(), "executor:mch_1")
-		if err != nil {
-			t.Error(err)
-		}
-		started <- id
-	}()
-	ex.accept()
-	id := wait(t, started)
+	id, _ := startSandbox(t, s, ex, "")
 
 	done := s.execAsync(id, "sleep 100", baton.ExecOptions{})
 	f := ex.expect(proto.MethodToolCall, nil)

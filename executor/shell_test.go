@@ -57,17 +57,7 @@ func TestShellStartExecStop(t *testing.T) {
 	s := NewShell(e.hub, nil)
 	defer s.Close()
 	ex := e.shellExecutor(t, "exe_m", 1)
-
-	started := make(chan string, 1)
-	go func() {
-		id, err := s.Start(context.Background(), "executor:mch_1")
-		if err != nil {
-			t.Error(err)
-		}
-		started <- id
-	}()
-	p := ex.accept()
-	id := wait(t, started)
+	id, p := startSandbox(t, s, ex, "")
 	if !strings.HasPrefix(id, "sbx_") || p.SessionID != id || p.Metadata.Source != "harness" || !s.Owns(id) {
 		t.Fatalf("sandbox %s, session.assign %+v", id, p)
 	}
@@ -217,17 +207,25 @@ func TestShellAssignNamesProfile(t *testing.T) {
 	})
 	defer s.Close()
 	ex := e.shellExecutor(t, "exe_m", 1)
+	_, p := startSandbox(t, s, ex, "ses_1")
+	if p.Metadata.Source != "harness" || p.Metadata.ProfileID != "pro_1" {
+		t.Fatalf("session.assign metadata %+v", p.Metadata)
+	}
+}
+
+// startSandbox starts a sandbox on ex's machine (mch_1), for Baton session
+// sessionID when it is not "", and returns its id and the session.assign
+// ex received.
+func startSandbox(t *testing.T, s *Shell, ex *texec, sessionID string) (string, proto.AssignParams) {
+	t.Helper()
 	started := make(chan string, 1)
 	go func() {
-		id, err := s.StartFor(context.Background(), "ses_1", "executor:mch_1")
+		id, err := s.StartFor(context.Background(), sessionID, "executor:mch_1")
 		if err != nil {
 			t.Error(err)
 		}
 		started <- id
 	}()
 	p := ex.accept()
-	wait(t, started)
-	if p.Metadata.Source != "harness" || p.Metadata.ProfileID != "pro_1" {
-		t.Fatalf("session.assign metadata %+v", p.Metadata)
-	}
+	return wait(t, started), p
 }
