@@ -78,7 +78,7 @@ func (e *Engine) runBrainCall(bs *brainSession, c *brainCall) {
 // (and tool results) as its own events.
 func (e *Engine) recordOwn(bs *brainSession, c *brainCall) error {
 	sub := e.hub.Subscribe(bs.id, baton.SubTurn)
-	own := []*baton.Event{baton.NewEvent(bs.id, c.actor, baton.EventClientMessage, c.msg)}
+	own := []*baton.Event{messageEvent(bs.id, c.actor, baton.EventClientMessage, c.msg)}
 	for _, r := range c.reply {
 		var b block
 		_ = json.Unmarshal(r, &b)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -123,6 +124,30 @@ func FuzzResponsePayload(f *testing.F) {
 		got := responsePayload(attempt, kind, provider, resp)
 		if want := refResponsePayload(attempt, kind, provider, resp); string(got) != string(want) {
 			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	})
+}
+
+// FuzzMessagePayload: the appended client.message.send payload is what
+// encoding/json would produce for the same message, for any content bytes.
+func FuzzMessagePayload(f *testing.F) {
+	f.Add("user", `"hi <there> & \u2028"`)
+	f.Add("us\"er", "[\n {\"type\": \"text\", \"text\": \"a\"}\n]")
+	f.Add("", `{`)
+	f.Add("é", ``)
+	f.Fuzz(func(t *testing.T, role, content string) {
+		got := messagePayload(role, json.RawMessage(content))
+		want := baton.MarshalJSON(baton.Message{Role: role, Content: json.RawMessage(content)})
+		if string(got) != string(want) {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+		if !json.Valid([]byte(content)) {
+			return
+		}
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, []byte(content))
+		if c := payloadContent(got); string(c) != compact.String() {
+			t.Fatalf("payloadContent %s, want %s", c, compact.Bytes())
 		}
 	})
 }

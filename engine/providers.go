@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,6 +239,39 @@ func responsePayload(attempt int, kind, provider string, resp *baton.ProviderRes
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// messageEvent is an unsaved event whose payload is msg
+// (client.message.send, server.message.send).
+func messageEvent(sessionID, clientKeyID, typ string, msg baton.Message) *baton.Event {
+	return &baton.Event{SessionID: sessionID, ClientKeyID: clientKeyID, Type: typ, Payload: messagePayload(msg.Role, msg.Content)}
+}
+
+// messagePayload builds a {"role","content"} payload as encoding/json
+// would, in one allocation: a message may be megabytes long.
+func messagePayload(role string, content json.RawMessage) json.RawMessage {
+	if !rawjson.Valid(content) {
+		return baton.MarshalJSON(baton.Message{Role: role, Content: content}) // encoding/json decides
+	}
+	b := make([]byte, 0, 32+2*len(role)+len(content))
+	b = append(b, `{"role":`...)
+	b = rawjson.AppendString(b, role, false)
+	b = append(b, `,"content":`...)
+	b = rawjson.AppendCompact(b, content, false)
+	return append(b, '}')
+}
+
+// payloadContent returns the content of a messagePayload as it holds it,
+// sharing its bytes, or nil when the payload is not one messagePayload
+// appended. The role before it is a JSON string, in which the quotes of
+// ,"content": would be escaped, so the first such text is the member.
+func payloadContent(payload json.RawMessage) json.RawMessage {
+	const key = `,"content":`
+	i := bytes.Index(payload, []byte(key))
+	if i < 0 || !bytes.HasPrefix(payload, []byte(`{"role":`)) || payload[len(payload)-1] != '}' {
+		return nil
+	}
+	return payload[i+len(key) : len(payload)-1 : len(payload)-1]
 }
 
 // requestPayload builds a provider.request payload. It carries the whole

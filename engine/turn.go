@@ -236,7 +236,13 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 
 	// The caller's own message and client tool results: skipped by its
 	// stream, first in its result.
-	own := []*baton.Event{baton.NewEvent(id, t.actor, baton.EventClientMessage, baton.Message{Role: t.msg.Role, Content: content})}
+	own := []*baton.Event{messageEvent(id, t.actor, baton.EventClientMessage, baton.Message{Role: t.msg.Role, Content: content})}
+	// The conversation keeps the message as its event holds it, so that
+	// the request body it came in is not kept alive for the whole turn.
+	if c := payloadContent(own[0].Payload); c != nil {
+		content = c
+		t.msg.Content = nil
+	}
 	serverIDs := map[string]bool{}
 	if t.resume != nil {
 		for _, r := range t.resume.serverResults {
@@ -318,7 +324,7 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 		uses := toolUses(content)
 		if len(uses) == 0 {
 			msg := baton.Message{Role: "assistant", Content: content}
-			if err := tc.emit(baton.NewEvent(id, t.actor, baton.EventServerMessage, msg)); err != nil {
+			if err := tc.emit(messageEvent(id, t.actor, baton.EventServerMessage, msg)); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}
 			cv.add(msg)
@@ -352,7 +358,7 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 		if paused {
 			tagged := tagDispatch(content, uses, kinds)
 			msg := baton.Message{Role: "assistant", Content: tagged}
-			ev := baton.NewEvent(id, t.actor, baton.EventServerMessage, msg)
+			ev := messageEvent(id, t.actor, baton.EventServerMessage, msg)
 			if err := tc.emit(ev); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}

@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +35,7 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = DefaultMaxRPC
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	out := newStream(w, &s.bufs, s.opts.WriteTimeout)
 	defer out.release()
 	defer out.start() // a notification with no output still gets its 200
@@ -93,6 +97,26 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// readBody reads a request body of the declared length (-1: unknown) in
+// one allocation when the length is declared and within limit; io.ReadAll
+// would grow its buffer by doubling, copying a large message several
+// times.
+func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, declared+1) // one more, to see a body longer than declared
+	n, err := io.ReadFull(r, b)
+	switch err {
+	case io.ErrUnexpectedEOF, io.EOF:
+		return b[:n], nil
+	case nil: // more than declared: net/http refuses it, so this is only a reader that lies
+		rest, err := io.ReadAll(r)
+		return append(b, rest...), err
+	}
+	return b[:n], err
+}
+
 // call is one JSON-RPC request being answered.
 type call struct {
 	s   *Server
@@ -142,11 +166,17 @@ func (c *call) rpcError(err error) *wire.Error {
 func (c *call) sendMessage() {
 	var deltas bool
 	_ = json.Unmarshal(wire.Param(c.req.Params, "stream_deltas"), &deltas)
+	if !c.frameLimit(wire.Param(c.req.Params, "max_frame_bytes")) {
+		return
+	}
 	turn, err := c.s.opts.Turns.SendMessage(c.ctx, c.key, wire.Param(c.req.Params, "message"), baton.SendOptions{StreamDeltas: deltas})
 	if err != nil {
 		c.fail(c.rpcError(err))
 		return
 	}
+	// The engine keeps what it needs of the message; the request body,
+	// which may be megabytes, need not live as long as the turn.
+	c.req = &wire.Request{ID: bytes.Clone(c.req.ID), Method: c.req.Method}
 	if turn.Queued {
 		c.out.start() // the headers go out at once; a turn about to start sends them with its first events
 	}
@@ -169,8 +199,8 @@ func (c *call) sendMessage() {
 		c.fail(c.rpcError(res.Err))
 		return
 	}
-	if !c.req.Notification() { // the events carry whole provider requests: copy, don't re-encode
-		c.out.buf = append(wire.AppendTurnResult(c.out.buf, c.req.ID, res.Message, res.Events), '\n')
+	if !c.req.Notification() { // the events carry whole provider requests: write them through, don't re-encode
+		c.out.result(c.req.ID, res.Message, res.Events)
 	}
 	c.out.end()
 }
@@ -236,6 +266,23 @@ func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bo
 	}
 }
 
+// frameLimit applies the optional max_frame_bytes parameter (Baton): a
+// client's bound on one frame, which the stream keeps by leaving out the
+// largest event payloads of a frame that would pass it. Anything but a
+// non-negative integer is refused.
+func (c *call) frameLimit(raw json.RawMessage) bool {
+	if raw == nil || string(raw) == "null" {
+		return true
+	}
+	var n int64
+	if json.Unmarshal(raw, &n) != nil || n < 0 {
+		c.fail(&wire.Error{Code: wire.CodeInvalidParams, Message: `Invalid params: "max_frame_bytes" must be a non-negative integer`})
+		return false
+	}
+	c.out.maxFrame = int(min(n, math.MaxInt32))
+	return true
+}
+
 // notice queues one live notice; skip filters the caller's own events.
 func (c *call) notice(n baton.Notice, skip func(*baton.Event) bool, deltas bool) bool {
 	switch {
@@ -262,6 +309,9 @@ func (c *call) subscribe() {
 		Deltas bool    `json:"stream_deltas"`
 	}
 	_ = json.Unmarshal(c.req.Params, &p)
+	if !c.frameLimit(wire.Param(c.req.Params, "max_frame_bytes")) {
+		return
+	}
 	since := ""
 	if p.Since != nil {
 		since = *p.Since
@@ -327,6 +377,8 @@ type stream struct {
 	pool    *bufPool
 	started bool
 	failed  bool
+	// maxFrame is the client's max_frame_bytes, 0 for none.
+	maxFrame int
 }
 
 func newStream(w http.ResponseWriter, pool *bufPool, timeout time.Duration) *stream {
@@ -421,9 +473,101 @@ func (s *stream) end() {
 // addFrame queues one frame and a newline.
 func (s *stream) addFrame(b []byte) { s.buf = append(append(s.buf, b...), '\n') }
 
+// spillAt is the length from which a value of a frame (an event's
+// payload, a message's content) is written through as it is instead of
+// being copied into the stream's buffer: a turn's result repeats its
+// events, whole provider requests included, and a frame built in one
+// buffer would hold all of them again.
+const spillAt = 64 << 10
+
+// put queues raw as part of the frame being built. A large value is
+// written after what is queued, without a copy, and not flushed.
+func (s *stream) put(raw []byte) {
+	if len(raw) < spillAt {
+		s.buf = append(s.buf, raw...)
+		return
+	}
+	if s.failed {
+		return
+	}
+	s.header()
+	s.deadline()
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.failed = true
+	} else if _, err := s.w.Write(raw); err != nil {
+		s.failed = true
+	}
+	s.buf = s.buf[:0]
+}
+
 // add queues a session.event notification, encoded without intermediate
-// values.
-func (s *stream) add(ev *baton.Event) { s.buf = append(wire.AppendEventNotification(s.buf, ev), '\n') }
+// values; a payload that would take the frame over the client's
+// max_frame_bytes is left out.
+func (s *stream) add(ev *baton.Event) {
+	s.buf = append(s.buf, wire.NotificationHead...)
+	omit := s.maxFrame > 0 && len(wire.NotificationHead)+2+wire.EventViewSize(ev)+len(ev.Payload) > s.maxFrame
+	s.event(ev, omit)
+	s.buf = append(s.buf, "}\n"...)
+}
+
+// event queues ev's EventView, with its payload or, when omit is set, the
+// stand-in that gives the payload's size.
+func (s *stream) event(ev *baton.Event, omit bool) {
+	s.buf = wire.AppendEventHead(s.buf, ev)
+	if omit {
+		s.buf = wire.AppendOmitted(s.buf, len(ev.Payload))
+	} else {
+		s.put(wire.EventPayload(ev))
+	}
+	s.buf = wire.AppendEventTail(s.buf, ev)
+}
+
+// result queues the terminal frame of a sendMessage,
+// {"jsonrpc":"2.0","id":…,"result":{"message":…,"events":[…]}}, written
+// in parts as wire.AppendTurnResult would build it.
+func (s *stream) result(id json.RawMessage, msg baton.Message, events []*baton.Event) {
+	omit := omitted(s.maxFrame, id, msg, events)
+	s.buf = wire.AppendTurnResultHead(s.buf, id, msg)
+	s.put(wire.MessageContent(msg))
+	s.buf = append(s.buf, wire.TurnResultEvents...)
+	for i, ev := range events {
+		if i > 0 {
+			s.buf = append(s.buf, ',')
+		}
+		s.event(ev, omit[ev])
+	}
+	s.buf = append(s.buf, wire.TurnResultTail+"\n"...)
+}
+
+// omitted chooses the event payloads a terminal frame leaves out to stay
+// under max bytes (0: no bound): the largest first, until the rest fits.
+// The message itself is never left out.
+func omitted(max int, id json.RawMessage, msg baton.Message, events []*baton.Event) map[*baton.Event]bool {
+	if max <= 0 {
+		return nil
+	}
+	size := 128 + len(id) + 2*len(msg.Role) + len(msg.Content)
+	for _, ev := range events {
+		size += wire.EventViewSize(ev) + len(ev.Payload) + 1
+	}
+	if size <= max {
+		return nil
+	}
+	bySize := slices.Clone(events)
+	slices.SortStableFunc(bySize, func(a, b *baton.Event) int { return cmp.Compare(len(b.Payload), len(a.Payload)) })
+	omit := map[*baton.Event]bool{}
+	for _, ev := range bySize {
+		if size <= max || len(ev.Payload) <= stubSize {
+			break
+		}
+		omit[ev] = true
+		size -= len(ev.Payload) - stubSize
+	}
+	return omit
+}
+
+// stubSize bounds the length of wire.AppendOmitted's stand-in.
+const stubSize = 40
 
 // flush writes what is queued (after the headers, if they are still
 // unsent), in one write and one flush.

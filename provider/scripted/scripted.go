@@ -110,7 +110,7 @@ type message struct {
 	Type         string  `json:"type"`
 	Role         string  `json:"role"`
 	Model        string  `json:"model"`
-	Content      []any   `json:"content"`
+	Content      []any   `json:"content"` // always nil: see splice
 	StopReason   string  `json:"stop_reason"`
 	StopSequence *string `json:"stop_sequence"`
 	Usage        usage   `json:"usage"`
@@ -148,8 +148,8 @@ func (m *Model) Call(ctx context.Context, entry *baton.ProviderEntry, _ string, 
 
 // respond applies rules 3 to 5.
 func (m *Model) respond(r *reply, turn int, text string, tools []string) {
-	for _, line := range strings.Split(text, "\n") {
-		name, arg, ok := callLine(line)
+	for line := range strings.Lines(text) {
+		name, arg, ok := callLine(strings.TrimSuffix(line, "\n"))
 		if !ok {
 			continue
 		}
@@ -185,7 +185,7 @@ func (m *Model) respond(r *reply, turn int, text string, tools []string) {
 
 func (r *reply) text(s string) {
 	r.blocks = append(r.blocks, textBlock{Type: "text", Text: s})
-	r.words += len(strings.Fields(s))
+	r.words += words(s)
 }
 
 func (r *reply) call(turn int, name string, input json.RawMessage) {
@@ -213,7 +213,6 @@ func (r *reply) response(entry *baton.ProviderEntry, req *baton.ProviderRequest)
 		Type:       "message",
 		Role:       "assistant",
 		Model:      model,
-		Content:    r.blocks,
 		StopReason: stop,
 		Usage:      u,
 	}
@@ -221,10 +220,11 @@ func (r *reply) response(entry *baton.ProviderEntry, req *baton.ProviderRequest)
 	if err != nil {
 		return nil, &baton.ProviderError{Detail: "scripted model: " + err.Error()}
 	}
-	body, err := encode(msg)
+	body, err := encode(msg) // with "content":null, spliced in below
 	if err != nil {
 		return nil, &baton.ProviderError{Detail: "scripted model: " + err.Error()}
 	}
+	body = splice(body, content)
 	if req.OnDelta != nil {
 		for _, b := range r.blocks {
 			if t, ok := b.(textBlock); ok {
@@ -395,18 +395,18 @@ func wordByte(c byte) bool {
 // inputWords counts the words of the system prompt and of every text in
 // the conversation.
 func inputWords(req *baton.ProviderRequest) int {
-	n := len(strings.Fields(req.System))
+	n := words(req.System)
 	for _, m := range req.Messages {
 		if s := str(m.Content); s != "" {
-			n += len(strings.Fields(s))
+			n += words(s)
 			continue
 		}
 		for _, p := range parts(m.Content) {
 			switch p.Type {
 			case "text":
-				n += len(strings.Fields(str(p.Text)))
+				n += words(str(p.Text))
 			case "tool_result":
-				n += len(strings.Fields(contentText(p.Content)))
+				n += words(contentText(p.Content))
 			}
 		}
 	}
@@ -459,11 +459,41 @@ func digest(s string) string {
 
 // encode returns the JSON of v without HTML escaping.
 func encode(v any) ([]byte, error) {
-	var buf strings.Builder
+	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return []byte(strings.TrimSuffix(buf.String(), "\n")), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// splice puts content, already encoded, in place of a message body's
+// "content":null, so a long reply is encoded once, not once for the
+// canonical content and again for the body. The other members are
+// strings and numbers, in which the quotes of "content" would be escaped.
+func splice(body, content []byte) []byte {
+	const key = `"content":null`
+	i := bytes.Index(body, []byte(key))
+	if i < 0 {
+		return body
+	}
+	out := make([]byte, 0, len(body)-len("null")+len(content))
+	out = append(out, body[:i+len(key)-len("null")]...)
+	out = append(out, content...)
+	return append(out, body[i+len(key):]...)
+}
+
+// words counts the whitespace-separated words of s, as
+// len(strings.Fields(s)) would, without building them.
+func words(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
 }
