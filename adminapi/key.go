@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx"
@@ -101,10 +102,15 @@ func decodeScopes(obj httpx.Object) ([]string, error) {
 }
 
 // listKeys is GET /admin/v1/keys: active client keys only, never a hash.
+// last_used_at includes the uses auth has not written to the store yet.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	page, err := parsePage(r)
 	if err != nil {
 		return err
+	}
+	var pending map[string]time.Time
+	if s.opts.PendingUses != nil {
+		pending = s.opts.PendingUses() // before the store read: a use flushed in between is in one or the other
 	}
 	items, next, err := s.opts.Store.ListKeys(r.Context(), baton.RoleClient, page)
 	if err != nil {
@@ -112,6 +118,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	views := make([]keyView, len(items))
 	for i, k := range items {
+		if t, ok := pending[k.ID]; ok && (k.LastUsedAt == nil || t.After(*k.LastUsedAt)) {
+			k.LastUsedAt = &t
+		}
 		views[i] = keyView{
 			ID:         k.ID,
 			Name:       k.Name,

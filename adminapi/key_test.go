@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx/httpxtest"
@@ -162,5 +163,34 @@ func TestListAndRevokeKeys(t *testing.T) {
 			Status: 404, Problem: httpxtest.Problem(404, "not_found", "no active client key "+keys[0].ID)},
 		{Name: "list after revoke", Method: "GET", Path: "/admin/v1/keys", Headers: admin(), Status: 200,
 			Want: `{"items":[` + keyJSON(keys[1]) + `],"next_cursor":null}`},
+	})
+}
+
+// TestListKeysMergesPendingUses: the list shows the later of the store's
+// last_used_at and the use auth has not written yet.
+func TestListKeysMergesPendingUses(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pid := f.createProfile(t, `{"name":"p","primary_provider":"claude"}`)
+	t1 := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	t2 := t1.Add(time.Minute)
+	var keys []*baton.Key
+	for _, name := range []string{"stored newer", "pending newer", "pending only", "never used"} {
+		k, _ := baton.MintKey(baton.RoleClient, name, pid, "")
+		if err := f.db.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := f.db.TouchKeys(ctx, map[string]time.Time{keys[0].ID: t2, keys[1].ID: t1}); err != nil {
+		t.Fatal(err)
+	}
+	f.pending = map[string]time.Time{keys[0].ID: t1, keys[1].ID: t2, keys[2].ID: t1, "key_gone": t2}
+	for i, at := range []*time.Time{&t2, &t2, &t1, nil} {
+		keys[i].LastUsedAt = at
+	}
+	run(t, f, []httpxtest.Scenario{
+		{Name: "list", Method: "GET", Path: "/admin/v1/keys", Headers: admin(), Status: 200,
+			Want: `{"items":[` + keyJSON(keys[0]) + `,` + keyJSON(keys[1]) + `,` + keyJSON(keys[2]) + `,` + keyJSON(keys[3]) + `],"next_cursor":null}`},
 	})
 }

@@ -25,6 +25,11 @@ type Options struct {
 	Sessions baton.SessionService
 	Images   baton.ImageProvisioner // nil: nothing is provisioned, sandbox-status is empty
 
+	// PendingUses returns the key last-use times not yet written to the
+	// store (auth batches those writes); the key list shows the later of
+	// these and the store's. nil: the store's alone.
+	PendingUses func() map[string]time.Time
+
 	Registry       *baton.Registry // nil: empty registries
 	RedactedConfig any             // JSON-marshalable; served verbatim at GET /admin/v1/config
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/httpx/httpxtest"
@@ -23,6 +25,7 @@ type fixture struct {
 	sessions *fakeSessions
 	images   *fakeImages
 	revoker  *fakeRevoker
+	pending  map[string]time.Time // what PendingUses returns
 	srv      *Server
 }
 
@@ -34,6 +37,7 @@ func newFixture(t *testing.T) *fixture {
 		Addr: "127.0.0.1:0", MaxBodyBytes: maxBody,
 		Auth: f.auth, Store: db, Sessions: f.sessions, Images: f.images,
 		Executors: db, Revoker: f.revoker,
+		PendingUses: func() map[string]time.Time { return maps.Clone(f.pending) },
 		Registry: &baton.Registry{
 			Providers: []baton.ProviderEntry{
 				{Name: "claude", Provider: baton.ProviderAnthropic, Model: "claude-sonnet", AuthToken: "${SECRET_TOKEN}", MaxTokens: 4096},

@@ -54,8 +54,9 @@ type Auth struct {
 	cache map[cacheKey]*cached
 	gen   uint64 // bumped by Forget, so a lookup racing it is not cached
 
-	usedMu sync.Mutex
-	used   map[string]time.Time // key id → latest use not yet written
+	usedMu   sync.Mutex
+	used     map[string]time.Time // key id → latest use not yet written
+	flushing map[string]time.Time // the batch TouchKeys is writing, until it returns
 
 	admin adminState
 
@@ -177,13 +178,16 @@ func (a *Auth) flush(ctx context.Context) error {
 		return nil
 	}
 	a.used = make(map[string]time.Time, len(batch))
+	a.flushing = batch // PendingUses still sees it while it is written
 	a.usedMu.Unlock()
 
 	err := a.keys.TouchKeys(ctx, batch)
+	a.usedMu.Lock()
+	a.flushing = nil
 	if err == nil {
+		a.usedMu.Unlock()
 		return nil
 	}
-	a.usedMu.Lock()
 	for id, t := range batch {
 		if t.After(a.used[id]) {
 			a.used[id] = t
@@ -191,6 +195,25 @@ func (a *Auth) flush(ctx context.Context) error {
 	}
 	a.usedMu.Unlock()
 	return err
+}
+
+// PendingUses returns the latest use of every key whose last-use time is
+// not yet in the store (written at the next flush, or being written now).
+// A reader that calls it before reading the keys from the store and keeps
+// the later of the two times sees every use recorded so far.
+func (a *Auth) PendingUses() map[string]time.Time {
+	a.usedMu.Lock()
+	defer a.usedMu.Unlock()
+	out := make(map[string]time.Time, len(a.used)+len(a.flushing))
+	for id, t := range a.flushing {
+		out[id] = t
+	}
+	for id, t := range a.used {
+		if t.After(out[id]) {
+			out[id] = t
+		}
+	}
+	return out
 }
 
 // sweep drops expired cache entries so revoked or idle keys do not pile up.

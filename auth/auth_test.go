@@ -334,6 +334,68 @@ func TestLastUsedFlushRetriesAfterFailure(t *testing.T) {
 	}
 }
 
+// TestPendingUses: a use is visible through PendingUses from the moment it
+// is recorded until the store has it, including while the flush is being
+// written, and again after a failed flush.
+func TestPendingUses(t *testing.T) {
+	fx := setup(t)
+	ctx := context.Background()
+	if got := fx.auth.PendingUses(); len(got) != 0 {
+		t.Fatalf("PendingUses before any use = %v", got)
+	}
+	if _, err := fx.auth.ClientKey(ctx, fx.clientTok); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Time{fx.client.ID: fx.clock.Now()}
+	if diff := cmp.Diff(want, fx.auth.PendingUses()); diff != "" {
+		t.Fatalf("PendingUses after a use (-want +got):\n%s", diff)
+	}
+
+	// While TouchKeys runs, the batch is still pending; a use recorded
+	// meanwhile wins over the batch's older time.
+	var writing, during map[string]time.Time
+	fx.keys.onTouch = func() {
+		writing = fx.auth.PendingUses()
+		fx.clock.Add(time.Second)
+		if _, err := fx.auth.ClientKey(ctx, fx.clientTok); err != nil {
+			t.Error(err)
+		}
+		during = fx.auth.PendingUses()
+	}
+	if err := fx.auth.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, writing); diff != "" {
+		t.Fatalf("PendingUses while the batch is written (-want +got):\n%s", diff)
+	}
+	later := map[string]time.Time{fx.client.ID: fx.clock.Now()}
+	if diff := cmp.Diff(later, during); diff != "" {
+		t.Fatalf("PendingUses during the flush (-want +got):\n%s", diff)
+	}
+	fx.keys.onTouch = nil
+	if diff := cmp.Diff(later, fx.auth.PendingUses()); diff != "" {
+		t.Fatalf("PendingUses after the flush keeps only the newer use (-want +got):\n%s", diff)
+	}
+	if err := fx.auth.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := fx.auth.PendingUses(); len(got) != 0 {
+		t.Fatalf("PendingUses after everything was written = %v", got)
+	}
+
+	// A failed flush keeps its batch pending.
+	if _, err := fx.auth.SessionKey(ctx, "ses_1", fx.sessToken); err != nil {
+		t.Fatal(err)
+	}
+	fx.keys.errTouch = errors.New("busy")
+	if err := fx.auth.flush(ctx); err == nil {
+		t.Fatal("flush succeeded with a failing store")
+	}
+	if diff := cmp.Diff(map[string]time.Time{fx.session.ID: fx.clock.Now()}, fx.auth.PendingUses()); diff != "" {
+		t.Fatalf("PendingUses after a failed flush (-want +got):\n%s", diff)
+	}
+}
+
 func TestCloseFlushesPending(t *testing.T) {
 	fx := setup(t)
 	fx.auth.tick = make(chan time.Time) // never fires: only Close writes

@@ -6,9 +6,14 @@
 // digests, so a request costs one hash, a map lookup and a constant-time
 // compare once the key is cached; the store is asked only on a cache miss.
 // Last-use times are collected in memory and written in one batch per
-// flush interval. Admin keys keep BAE's Argon2id PHC hashes (so
+// flush interval; PendingUses shows those not written yet, so the admin
+// key list is current. Admin keys keep BAE's Argon2id PHC hashes (so
 // pre-provisioned hash files work); a verified admin token is remembered so
 // the 64 MiB derivation runs once per token, not once per request.
+// Verifications derive one at a time, and the memory of every Argon2id
+// computation (verifying or hashing a new key) goes back to the
+// operating system as soon as each is done, so an idle server does not
+// keep 64 MiB of freed heap resident.
 //
 // ExecutorTokens exchanges executor credentials (bae_exc_…, stored as
 // SHA-256 digests like client keys) for short-lived executor tokens

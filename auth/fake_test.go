@@ -27,6 +27,8 @@ type fakeKeys struct {
 	errByHash, errList, errCreate, errRevoke, errTouch error
 	// onByHash runs inside KeyByHash (used to race Forget).
 	onByHash func()
+	// onTouch runs inside TouchKeys, before it returns.
+	onTouch func()
 }
 
 func newFakeKeys() *fakeKeys { return &fakeKeys{revoked: map[string]bool{}} }
@@ -167,9 +169,13 @@ func (f *fakeKeys) TouchKeys(_ context.Context, used map[string]time.Time) error
 	f.touches = append(f.touches, c)
 	err := f.errTouch
 	ch := f.touchCh
+	hook := f.onTouch
 	f.mu.Unlock()
 	if ch != nil {
 		ch <- c
+	}
+	if hook != nil {
+		hook()
 	}
 	return err
 }

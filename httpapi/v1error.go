@@ -8,9 +8,5 @@ import (
 
 // handleV1 registers h under pattern with /v1 error rendering.
 func (s *Server) handleV1(mux *http.ServeMux, pattern string, h httpx.HandlerFunc) {
-	mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			httpx.WriteV1Error(w, r, s.log, err)
-		}
-	}))
+	mux.Handle(pattern, httpx.HandleV1(s.log, h))
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/baton-engine/baton"
 )
 
 // TestAdminCLIAgainstServer drives `baton admin` against a real server:
@@ -74,5 +77,36 @@ func TestAdminCLIAgainstServer(t *testing.T) {
 	code, _, errOut = runCLI(t, bad, "admin", "profiles", "list")
 	if code != 1 || !strings.Contains(errOut, "BAE_ADMIN_TOKEN") {
 		t.Fatalf("bad token: %d %s", code, errOut)
+	}
+}
+
+// TestAdminKeyListShowsLastUseAtOnce: a key's use shows in GET
+// /admin/v1/keys straight away, although the store only learns of it at
+// the next batched write (up to 30 s later).
+func TestAdminKeyListShowsLastUseAtOnce(t *testing.T) {
+	s := startServer(t)
+	keyID, key := s.clientKey("laptop", s.profile(map[string]any{"name": "p", "primary_provider": "script"}))
+	lastUsed := func() any {
+		t.Helper()
+		r := s.admin("GET", "/admin/v1/keys", nil)
+		mustStatus(t, r, 200)
+		for _, it := range r.json(t)["items"].([]any) {
+			if k := it.(map[string]any); k["id"] == keyID {
+				return k["last_used_at"]
+			}
+		}
+		t.Fatalf("key %s not listed: %s", keyID, r.body)
+		return nil
+	}
+	if got := lastUsed(); got != nil {
+		t.Fatalf("last_used_at before any use = %v, want null", got)
+	}
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	mustStatus(t, s.client("POST", "/api/v1/sessions", key, map[string]any{}), 201)
+	after := time.Now().UTC()
+	got, _ := lastUsed().(string)
+	at, err := baton.ParseTime(got)
+	if err != nil || at.Before(before) || at.After(after) {
+		t.Fatalf("last_used_at right after a use = %q (%v), want a time in [%s, %s]", got, err, before, after)
 	}
 }

@@ -57,6 +57,16 @@ func startChild(t *testing.T, env map[string]string) *child {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "BATON_TEST_RUN_MAIN=1", "BATON_TEST_ARGS=serve")
+	return startServeCmd(t, cmd, env)
+}
+
+// startServeCmd starts cmd, a `baton serve`, with env added to its environment
+// and waits for its "listening" log line.
+func startServeCmd(t *testing.T, cmd *exec.Cmd, env map[string]string) *child {
+	t.Helper()
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

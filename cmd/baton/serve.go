@@ -200,7 +200,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	admin := adminapi.New(adminapi.Options{
 		Addr: cfg.AdminAddr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
-		Auth: adminAuth, Store: db, Sessions: eng, Images: prov,
+		Auth: adminAuth, PendingUses: authn.PendingUses, Store: db, Sessions: eng, Images: prov,
 		Registry: registry, RedactedConfig: file.Redacted(),
 		Executors: db, Revoker: revoke,
 	})

@@ -15,5 +15,7 @@
 // Errors carrying a baton code become a problem body whose `type` is the
 // code; a *Rejection becomes a plain-text body; anything else is internal:
 // the wire gets a generic detail with the request id and the log gets the
-// error under the same id.
+// error under the same id. An error returned after the response has
+// started is never rendered: a failed write means the client hung up and
+// is logged at DEBUG; anything else is logged at ERROR.
 package httpx

@@ -86,20 +86,6 @@ func (e *Rejection) Write(w http.ResponseWriter) {
 	_, _ = w.Write([]byte(e.Text))
 }
 
-// HandlerFunc is an HTTP handler that returns its error for Handle to
-// render.
-type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// Handle adapts h to an http.Handler that writes h's error with WriteError.
-// A handler must not return an error after it has started writing.
-func Handle(log *slog.Logger, h HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			WriteError(w, r, log, err)
-		}
-	})
-}
-
 // internalDetail is the wire detail of every internal error; the request id
 // is appended.
 const internalDetail = "an internal error occurred"
