@@ -190,9 +190,11 @@ const (
 	sqliteReadParams = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
 )
 
-func (db *DB) openSQLite(ctx context.Context, url string) error {
-	base, query, _ := strings.Cut(url, "?")
-	path := base
+// sqlitePath splits a SQLite URL into the name SQLite opens, its query
+// and the file's path.
+func sqlitePath(url string) (base, query, path string, err error) {
+	base, query, _ = strings.Cut(url, "?")
+	path = base
 	if p, ok := strings.CutPrefix(base, "file:"); ok {
 		path = p
 		if strings.HasPrefix(path, "///") { // file:///abs/path
@@ -200,12 +202,18 @@ func (db *DB) openSQLite(ctx context.Context, url string) error {
 		}
 	}
 	if path == "" || path == ":memory:" {
-		return errors.New("store: SQLite needs a file path")
+		return "", "", "", errors.New("store: SQLite needs a file path")
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("store: create data directory: %w", err)
-		}
+	return base, query, path, nil
+}
+
+func (db *DB) openSQLite(ctx context.Context, url string) error {
+	base, query, path, err := sqlitePath(url)
+	if err != nil {
+		return err
+	}
+	if err := createPrivate(path); err != nil {
+		return err
 	}
 	dsn := func(params string) string {
 		if query != "" {
@@ -249,6 +257,33 @@ func (db *DB) openSQLite(ctx context.Context, url string) error {
 	c.SetConnMaxLifetime(0)
 	c.SetConnMaxIdleTime(0)
 	db.ckpt = c
+	return nil
+}
+
+// createPrivate creates the database's missing directories with mode 0700
+// and a missing database file with mode 0600, past the umask, before
+// SQLite opens it: the database holds the key that signs executor tokens,
+// and SQLite gives the WAL, shared-memory and journal files it creates the
+// database file's own mode. An existing file or directory keeps its mode
+// (the server warns about loose ones; it does not change them).
+func createPrivate(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("store: create data directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: create database file: %w", err)
+	}
+	err = f.Chmod(0o600)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: create database file: %w", err)
+	}
 	return nil
 }
 
@@ -339,4 +374,19 @@ func (db *DB) closeDBs() error {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
+}
+
+// Files names what a SQLite store at url keeps on disk: the directory that
+// holds the database, then the database and the WAL, shared-memory and
+// rollback-journal files SQLite keeps beside it (each may or may not exist
+// at a given moment). A PostgreSQL URL, or one naming no file, has none.
+func Files(url string) (dir string, files []string) {
+	if isPostgres(url) {
+		return "", nil
+	}
+	_, _, path, err := sqlitePath(url)
+	if err != nil {
+		return "", nil
+	}
+	return filepath.Dir(path), []string{path, path + "-wal", path + "-shm", path + "-journal"}
 }

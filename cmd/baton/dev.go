@@ -134,7 +134,7 @@ func (d *devOptions) seed(ctx context.Context, db baton.Store, r *baton.Registry
 		}
 	}
 
-	keyFile := filepath.Join(d.dir, "client-key")
+	keyFile := d.clientKeyFile()
 	if b, err := os.ReadFile(keyFile); err == nil {
 		plain := strings.TrimSpace(string(b))
 		k, err := db.KeyByHash(ctx, baton.RoleClient, baton.Digest(plain))
@@ -162,6 +162,9 @@ func (d *devOptions) seed(ctx context.Context, db baton.Store, r *baton.Registry
 	d.clientKey = plain
 	return nil
 }
+
+// clientKeyFile is where the dev client key's plaintext is kept.
+func (d *devOptions) clientKeyFile() string { return filepath.Join(d.dir, "client-key") }
 
 func (d *devOptions) banner(w io.Writer, clientURL, adminURL string) {
 	chat, admin := "go run ./cmd/baton chat", "go run ./cmd/baton admin sessions list"

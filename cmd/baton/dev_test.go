@@ -53,9 +53,14 @@ func TestDevFirstRunAndReuse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if f != "baton.db" && fi.Mode().Perm() != 0o600 {
+		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s mode %v", f, fi.Mode().Perm())
 		}
+	}
+	if fi, err := os.Stat("baton-data"); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o700 {
+		t.Errorf("baton-data mode %v, want 0700", fi.Mode().Perm())
 	}
 
 	// A second run reuses the profile and key, and the key works.

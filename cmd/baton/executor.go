@@ -209,7 +209,7 @@ func (c *cli) executor(ctx context.Context, f *executorFlags) error {
 		return nil
 	}
 	log := newLogger(c.stderr, &serveConfig{LogLevel: s.level, LogFormat: s.format})
-	if err := os.MkdirAll(s.workDir, 0o750); err != nil {
+	if err := os.MkdirAll(s.workDir, 0o700); err != nil {
 		return runtimeErr(fmt.Errorf("work directory: %w", err))
 	}
 	w, err := buildExecWorker(ctx, s, log)

@@ -71,7 +71,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		file.Providers = dev.addProviders(file.Providers, c.lookupEnv)
 	}
 	registry := file.Registry()
+	var secrets []string // files beyond the store's and the admin key
+	if dev != nil {
+		secrets = append(secrets, dev.clientKeyFile())
+	}
 	if cfg.Check {
+		printExposures(c.stderr, exposures(cfg, secrets...)) // warnings: the configuration is still ok
 		fmt.Fprintf(c.stdout, "configuration ok: %d provider(s), %d MCP server(s)\n", len(registry.Providers), len(registry.MCPServers))
 		return nil
 	}
@@ -94,6 +99,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		}
 		return runtimeErr(fmt.Errorf("admin key bootstrap: %w", err))
 	}
+	// After Open and Bootstrap: the WAL and shared-memory files exist, and
+	// a rotated admin key file is already the new, private one.
+	warnExposures(log, exposures(cfg, secrets...))
 
 	images, runner := imageDriver(cfg, log)
 	if runner != nil {
