@@ -261,6 +261,17 @@ func messagePayload(role string, content json.RawMessage) json.RawMessage {
 	return append(b, '}')
 }
 
+// sharedMessage is the message of ev, a messageEvent of role and content,
+// with the content as the payload holds it: a turn that keeps the message
+// (in its conversation, its result) then holds one copy of a long
+// message, not two. A payload that is not messagePayload's keeps content.
+func sharedMessage(ev *baton.Event, role string, content json.RawMessage) baton.Message {
+	if c := payloadContent(ev.Payload); c != nil {
+		content = c
+	}
+	return baton.Message{Role: role, Content: content}
+}
+
 // payloadContent returns the content of a messagePayload as it holds it,
 // sharing its bytes, or nil when the payload is not one messagePayload
 // appended. The role before it is a JSON string, in which the quotes of

@@ -239,10 +239,8 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	own := []*baton.Event{messageEvent(id, t.actor, baton.EventClientMessage, baton.Message{Role: t.msg.Role, Content: content})}
 	// The conversation keeps the message as its event holds it, so that
 	// the request body it came in is not kept alive for the whole turn.
-	if c := payloadContent(own[0].Payload); c != nil {
-		content = c
-		t.msg.Content = nil
-	}
+	content = sharedMessage(own[0], t.msg.Role, content).Content
+	t.msg.Content = nil
 	serverIDs := map[string]bool{}
 	if t.resume != nil {
 		for _, r := range t.resume.serverResults {
@@ -323,8 +321,9 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 		}
 		uses := toolUses(content)
 		if len(uses) == 0 {
-			msg := baton.Message{Role: "assistant", Content: content}
-			if err := tc.emit(messageEvent(id, t.actor, baton.EventServerMessage, msg)); err != nil {
+			ev := messageEvent(id, t.actor, baton.EventServerMessage, baton.Message{Role: "assistant", Content: content})
+			msg := sharedMessage(ev, "assistant", content)
+			if err := tc.emit(ev); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}
 			cv.add(msg)
@@ -357,8 +356,8 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 		}
 		if paused {
 			tagged := tagDispatch(content, uses, kinds)
-			msg := baton.Message{Role: "assistant", Content: tagged}
-			ev := messageEvent(id, t.actor, baton.EventServerMessage, msg)
+			ev := messageEvent(id, t.actor, baton.EventServerMessage, baton.Message{Role: "assistant", Content: tagged})
+			msg := sharedMessage(ev, "assistant", tagged)
 			if err := tc.emit(ev); err != nil {
 				return &baton.TurnResult{Err: err}, nil
 			}

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if plainBaton.dir != "" {
+		os.RemoveAll(plainBaton.dir)
+	}
+	os.Exit(code)
 }
 
 // child is a baton server running as a separate process.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,7 +31,7 @@ func TestIdleServeMemory(t *testing.T) {
 	var srv *child
 	var adminKey string
 	if raceEnabled {
-		srv, adminKey = startPlainServe(t)
+		srv, adminKey, _ = startPlainServe(t)
 	} else {
 		srv, _, adminKey, _ = crashServer(t, nil) // the test binary as baton serve
 	}
@@ -45,17 +46,41 @@ func TestIdleServeMemory(t *testing.T) {
 	}
 }
 
-// startPlainServe builds baton without the race detector and starts it
-// as `baton serve` on the test config, with a profile created through the
-// admin key. It returns the child and the admin key.
-func startPlainServe(t *testing.T) (*child, string) {
+// plainBaton is a baton binary built without the race detector, once
+// per test run (TestMain removes it).
+var plainBaton struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// plainBatonPath builds plainBaton the first time it is asked for.
+func plainBatonPath(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "baton")
-	build := exec.Command("go", "build", "-race=false", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	plainBaton.once.Do(func() {
+		if plainBaton.dir, plainBaton.err = os.MkdirTemp("", "baton-plain-"); plainBaton.err != nil {
+			return
+		}
+		plainBaton.path = filepath.Join(plainBaton.dir, "baton")
+		out, err := exec.Command("go", "build", "-race=false", "-o", plainBaton.path, ".").CombinedOutput()
+		if err != nil {
+			plainBaton.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if plainBaton.err != nil {
+		t.Fatal(plainBaton.err)
 	}
+	return plainBaton.path
+}
+
+// startPlainServe starts a baton binary built without the race detector
+// as `baton serve` on the test config, with a profile created through the
+// admin key. It returns the child, the admin key and the profile's id.
+func startPlainServe(t *testing.T) (*child, string, string) {
+	t.Helper()
+	bin := plainBatonPath(t)
+	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +92,33 @@ func startPlainServe(t *testing.T) (*child, string) {
 		t.Fatal(err)
 	}
 	adminKey := strings.TrimSpace(string(b))
-	mustStatus(t, call(t, "POST", srv.adminURL+"/admin/v1/profiles", adminKey, map[string]any{"name": "p", "primary_provider": "script"}), 201)
-	return srv, adminKey
+	r := call(t, "POST", srv.adminURL+"/admin/v1/profiles", adminKey, map[string]any{"name": "p", "primary_provider": "script"})
+	mustStatus(t, r, 201)
+	return srv, adminKey, r.json(t)["id"].(string)
+}
+
+// memoryServer starts a real `baton serve` process whose memory means
+// something: the test binary, or under the race detector (whose shadow
+// memory swamps every figure) a binary built without it. It returns the
+// child, its admin key and a client key on the scripted profile.
+func memoryServer(t *testing.T) (srv *child, adminKey, clientKey string) {
+	t.Helper()
+	if !raceEnabled {
+		srv, _, adminKey, clientKey = crashServer(t, nil)
+		return srv, adminKey, clientKey
+	}
+	srv, adminKey, profile := startPlainServe(t)
+	r := call(t, "POST", srv.adminURL+"/admin/v1/keys", adminKey, map[string]any{"name": "k", "profile_id": profile})
+	mustStatus(t, r, 201)
+	return srv, adminKey, r.json(t)["key"].(string)
 }
 
 // vmRSS reads the resident set size of process pid, in bytes.
-func vmRSS(t *testing.T, pid int) int64 {
+func vmRSS(t *testing.T, pid int) int64 { return procMem(t, pid, "VmRSS") }
+
+// procMem reads a memory figure of /proc/<pid>/status (VmRSS, VmHWM), in
+// bytes.
+func procMem(t *testing.T, pid int, field string) int64 {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -81,14 +127,14 @@ func vmRSS(t *testing.T, pid int) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", sc.Text(), err)
+				t.Fatalf("%s line %q: %v", field, sc.Text(), err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

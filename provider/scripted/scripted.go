@@ -57,6 +57,7 @@ import (
 	"unicode"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/rawjson"
 	"github.com/baton-engine/baton/provider"
 )
 
@@ -216,7 +217,7 @@ func (r *reply) response(entry *baton.ProviderEntry, req *baton.ProviderRequest)
 		StopReason: stop,
 		Usage:      u,
 	}
-	content, err := encode(r.blocks)
+	content, err := encodeBlocks(r.blocks)
 	if err != nil {
 		return nil, &baton.ProviderError{Detail: "scripted model: " + err.Error()}
 	}
@@ -466,6 +467,45 @@ func encode(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// encodeBlocks is encode(blocks), with text blocks appended directly: a
+// reply that echoes a long message is then written once, not grown by
+// doubling in encoding/json's buffer and copied out of it.
+func encodeBlocks(blocks []any) ([]byte, error) {
+	if blocks == nil {
+		return encode(blocks)
+	}
+	n := 2
+	for _, b := range blocks {
+		if t, ok := b.(textBlock); ok {
+			n += 32 + len(t.Text) + len(t.Text)/8
+		} else {
+			n += 256
+		}
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, b := range blocks {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		t, ok := b.(textBlock)
+		if !ok {
+			one, err := encode(b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, one...)
+			continue
+		}
+		out = append(out, `{"type":`...)
+		out = rawjson.AppendString(out, t.Type, false)
+		out = append(out, `,"text":`...)
+		out = rawjson.AppendString(out, t.Text, false)
+		out = append(out, '}')
+	}
+	return append(out, ']'), nil
 }
 
 // splice puts content, already encoded, in place of a message body's

@@ -387,3 +387,26 @@ func BenchmarkCall(b *testing.B) {
 		}
 	}
 }
+
+// FuzzEncodeBlocks: the reply's content is what encoding/json writes for
+// its blocks.
+func FuzzEncodeBlocks(f *testing.F) {
+	f.Add("hi <there> & \u2028 \x00 \xff", "get_time")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, text, name string) {
+		for _, blocks := range [][]any{
+			{textBlock{Type: "text", Text: text}},
+			{textBlock{Type: "text", Text: text}, toolUse{Type: "tool_use", ID: "toolu_1", Name: name, Input: json.RawMessage(`{}`)}, textBlock{Type: "text", Text: name}},
+			nil,
+		} {
+			got, err := encodeBlocks(blocks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := encode(blocks)
+			if string(got) != string(want) {
+				t.Fatalf("got  %s\nwant %s", got, want)
+			}
+		}
+	})
+}
