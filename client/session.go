@@ -136,6 +136,10 @@ func (s *Session) SendStream(ctx context.Context, content any, fn func(Event)) (
 type sendParams struct {
 	Message      Message `json:"message"`
 	StreamDeltas bool    `json:"stream_deltas,omitempty"`
+	// MaxFrameBytes asks Baton to keep every frame within the reader's
+	// bound (Config.MaxFrameSize) by leaving out the largest event
+	// payloads of a frame that would pass it; BAE ignores it.
+	MaxFrameBytes int `json:"max_frame_bytes,omitempty"`
 }
 
 type sendResult struct {
@@ -200,7 +204,7 @@ func (s *Session) sendMessage(ctx context.Context, msg Message, fn func(Event)) 
 		}
 	}
 	const method = "session.sendMessage"
-	params := sendParams{Message: msg, StreamDeltas: fn != nil}
+	params := sendParams{Message: msg, StreamDeltas: fn != nil, MaxFrameBytes: s.h.c.max}
 	var res *sendResult
 	err := s.driving(ctx, method, func() (*stream, error) {
 		st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), method, params)

@@ -22,8 +22,9 @@ type Subscription struct {
 }
 
 type subscribeParams struct {
-	SinceEventID string `json:"since_event_id,omitempty"`
-	StreamDeltas bool   `json:"stream_deltas,omitempty"`
+	SinceEventID  string `json:"since_event_id,omitempty"`
+	StreamDeltas  bool   `json:"stream_deltas,omitempty"`
+	MaxFrameBytes int    `json:"max_frame_bytes,omitempty"` // see sendParams
 }
 
 // Subscribe opens a session.subscribe stream: with SinceEventID, the
@@ -32,7 +33,7 @@ type subscribeParams struct {
 // subscription when done with it.
 func (s *Session) Subscribe(ctx context.Context, opts SubscribeOptions) (*Subscription, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	params := subscribeParams(opts)
+	params := subscribeParams{SinceEventID: opts.SinceEventID, StreamDeltas: opts.StreamDeltas, MaxFrameBytes: s.h.c.max}
 	st, err := s.h.c.openRPC(ctx, s.ID, s.Key, s.nextID.Add(1), "session.subscribe", params)
 	if err != nil {
 		cancel()

@@ -66,7 +66,7 @@ func TestSubscribeReplayEnded(t *testing.T) {
 	if _, err := sub.Next(context.Background()); err != io.EOF {
 		t.Errorf("Next after the end = %v, want io.EOF again", err)
 	}
-	if got := string(f.callsOf("session.subscribe")[0].Params); got != `{"since_event_id":"evt_1"}` {
+	if got := string(f.callsOf("session.subscribe")[0].Params); got != `{"since_event_id":"evt_1","max_frame_bytes":67108864}` {
 		t.Errorf("params = %s", got)
 	}
 }
@@ -91,7 +91,7 @@ func TestSubscribeCleanEnd(t *testing.T) {
 	if sub.EndReason() != "" {
 		t.Errorf("reason = %q, want none", sub.EndReason())
 	}
-	if got := string(f.callsOf("session.subscribe")[0].Params); got != `{"stream_deltas":true}` {
+	if got := string(f.callsOf("session.subscribe")[0].Params); got != `{"stream_deltas":true,"max_frame_bytes":67108864}` {
 		t.Errorf("params = %s", got)
 	}
 }

@@ -135,8 +135,12 @@ type Event struct {
 	// ClientKeyID is the key the event is attributed to; "" when null.
 	ClientKeyID string
 	Type        string
-	Payload     json.RawMessage
-	CreatedAt   time.Time
+	// Payload is the event's payload; from Baton, a payload that would
+	// have taken its frame past Config.MaxFrameSize comes as
+	// {"omitted_bytes":N} (the whole event stays readable through the
+	// admin events API).
+	Payload   json.RawMessage
+	CreatedAt time.Time
 	// Delta is the streamed text of a DeltaType event.
 	Delta string
 }

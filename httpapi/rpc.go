@@ -31,14 +31,17 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, s.log, err)
 		return
 	}
-	limit := s.opts.MaxRPCBytes
-	if limit <= 0 {
-		limit = DefaultMaxRPC
-	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	limit := s.maxRPC()
 	out := newStream(w, &s.bufs, s.opts.WriteTimeout)
 	defer out.release()
 	defer out.start() // a notification with no output still gets its 200
+	c := &call{s: s, key: key, out: out, ctx: r.Context()}
+	if c.hold = s.inflight.take(s.charge(r)); c.hold == nil {
+		out.frame(wire.ErrorFrame(nil, c.rpcError(s.inflight.refusal())))
+		return
+	}
+	defer func() { c.hold() }() // sendMessage hands it to the turn
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
@@ -60,7 +63,7 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c := &call{s: s, key: key, req: req, out: out, ctx: r.Context()}
+	c.req = req
 	switch req.Method {
 	case "session.registerDriver":
 		c.reply(map[string]bool{"registered": true}, s.opts.Turns.RegisterDriver(c.ctx, key))
@@ -124,6 +127,8 @@ type call struct {
 	req *wire.Request
 	out *stream
 	ctx context.Context
+	// hold gives the request's bytes back to the in-flight budget.
+	hold func()
 }
 
 // reply writes the terminal frame for a single-response method: the result,
@@ -175,8 +180,23 @@ func (c *call) sendMessage() {
 		return
 	}
 	// The engine keeps what it needs of the message; the request body,
-	// which may be megabytes, need not live as long as the turn.
+	// which may be megabytes, need not live as long as the turn. Its
+	// bytes stay charged to the budget until the turn ends, whether or
+	// not this stream lasts that long.
 	c.req = &wire.Request{ID: bytes.Clone(c.req.ID), Method: c.req.Method}
+	release := c.hold
+	c.hold = func() {}
+	defer func() {
+		select {
+		case <-turn.Done: // the usual case: given back before the response ends
+			release()
+		default: // the client left (or the turn was never started): the turn still holds the message
+			go func() {
+				<-turn.Done
+				release()
+			}()
+		}
+	}()
 	if turn.Queued {
 		c.out.start() // the headers go out at once; a turn about to start sends them with its first events
 	}

@@ -16,6 +16,10 @@ type Options struct {
 	Logger       *slog.Logger // nil discards
 	MaxBodyBytes int64        // request body limit; <= 0 means httpx.DefaultMaxBody
 	MaxRPCBytes  int64        // /rpc request limit (tool results can be large); <= 0 means DefaultMaxRPC
+	// MaxInflightBytes is the budget of request bytes handled at once
+	// (a sendMessage's until its turn ends); past it a request is refused
+	// at once. <= 0 means DefaultMaxInflight.
+	MaxInflightBytes int64
 
 	// BodyTimeout bounds how long a request may take to send its whole
 	// body (httpx.DefaultBodyTimeout when <= 0); a stalled body is 408.
@@ -76,6 +80,7 @@ type Server struct {
 	handler    http.Handler
 	fileLimits filearea.Limits
 	bufs       bufPool // NDJSON stream buffers
+	inflight   *inflight
 }
 
 // New returns a server for opts; it does not bind until Open.
@@ -84,12 +89,16 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, log: log}
+	s := &Server{opts: opts, log: log, inflight: &inflight{max: opts.MaxInflightBytes}}
+	if s.inflight.max <= 0 {
+		s.inflight.max = DefaultMaxInflight
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	var h http.Handler = s.pathGuard(httpx.Routes(mux))
 	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h)
 	h = httpx.ClientVersion(opts.MinClientVersion, h)
+	h = s.guardInflight(h)
 	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
 	s.handler = httpx.AccessLog(log, h)
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)

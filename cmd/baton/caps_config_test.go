@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton/engine"
+	"github.com/baton-engine/baton/httpapi"
 )
 
 // TestConfigSessionCaps: the per-session caps of queued turns and
@@ -30,6 +31,23 @@ func TestConfigSessionCaps(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("%s=%s: %v", name, v, err)
 			}
+		}
+	}
+}
+
+// TestConfigInflightBudget: BATON_MAX_INFLIGHT_BYTES defaults to the
+// client port's budget and takes a positive number of bytes.
+func TestConfigInflightBudget(t *testing.T) {
+	c, err := loadServeConfig(envFunc(map[string]string{}), nil)
+	if err != nil || c.MaxInflightBytes != httpapi.DefaultMaxInflight {
+		t.Fatalf("default %d, %v", c.MaxInflightBytes, err)
+	}
+	if c, err = loadServeConfig(envFunc(map[string]string{"BATON_MAX_INFLIGHT_BYTES": "1048576"}), nil); err != nil || c.MaxInflightBytes != 1<<20 {
+		t.Fatalf("set %d, %v", c.MaxInflightBytes, err)
+	}
+	for _, v := range []string{"0", "-1", "1MiB"} {
+		if _, err := loadServeConfig(envFunc(map[string]string{"BATON_MAX_INFLIGHT_BYTES": v}), nil); err == nil || !strings.Contains(err.Error(), "BATON_MAX_INFLIGHT_BYTES") {
+			t.Errorf("BATON_MAX_INFLIGHT_BYTES=%s: %v", v, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-engine/baton/adminapi"
 	"github.com/baton-engine/baton/engine"
+	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/spf13/pflag"
 )
@@ -45,6 +46,7 @@ type serveConfig struct {
 	RootfsDir         string
 	DockerSocket      string
 	MaxBodyBytes      int64
+	MaxInflightBytes  int64 // BATON_MAX_INFLIGHT_BYTES
 	ReadyFile         string
 	Check             bool
 	Limits            limitConfig    // rate limit, Client-Version, receipts
@@ -98,6 +100,7 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 		AdminKeyHashFile:  "/var/lib/bae/admin-key-hash.pem",
 		SandboxDriver:     "docker",
 		MaxBodyBytes:      httpx.DefaultMaxBody,
+		MaxInflightBytes:  httpapi.DefaultMaxInflight,
 	}
 	var errs []error
 	str := func(name string, dst *string) {
@@ -173,6 +176,13 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 			errs = append(errs, fmt.Errorf("BATON_MAX_BODY_BYTES: %q is not a positive number of bytes", v))
 		}
 		c.MaxBodyBytes = n
+	}
+	if v := strings.TrimSpace(getenv("BATON_MAX_INFLIGHT_BYTES")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("BATON_MAX_INFLIGHT_BYTES: %q is not a positive number of bytes", v))
+		}
+		c.MaxInflightBytes = n
 	}
 	if v := strings.TrimSpace(getenv("BAE_SANDBOX_DRIVER")); v != "" {
 		c.SandboxDriver = v

@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/baton-engine/baton/client"
 )
 
 // maxLargeRSS bounds the resident memory of a server running four turns
@@ -112,5 +115,52 @@ func rpcResultSize(t *testing.T, base, sid, key, body string) int {
 		if result {
 			last = n
 		}
+	}
+}
+
+// TestSDKOutgrowsFrameLimit: a session whose transcript, repeated by
+// every provider.request, outgrows the SDK's frame limit still works from
+// the SDK: Baton leaves the largest payloads out of the frames (the SDK
+// sends its limit as max_frame_bytes), every turn's reply arrives whole,
+// and the log keeps the whole events.
+func TestSDKOutgrowsFrameLimit(t *testing.T) {
+	s := startServer(t, benchWarn)
+	key := benchKey(s)
+	ctx := context.Background()
+	const limit = 1 << 20
+	sess, err := client.NewHarness(client.Config{BaseURL: s.clientURL, ClientKey: key, MaxFrameSize: limit}).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []client.Event
+	for i := range 4 { // the fourth provider.request repeats seven 300 KB messages
+		text := strings.Repeat(string(rune('a'+i)), 300_000)
+		reply, err := sess.SendStream(ctx, text, func(ev client.Event) { live = append(live, ev) })
+		if err != nil {
+			t.Fatalf("turn %d: %v", i+1, err)
+		}
+		if got := reply.Message.Text(); !strings.Contains(got, text) {
+			t.Fatalf("turn %d: reply of %d bytes, want the echo of %d", i+1, len(got), len(text))
+		}
+		if n := len(reply.Events); n < 4 {
+			t.Fatalf("turn %d: %d events in the reply", i+1, n)
+		}
+	}
+	omitted := 0
+	for _, ev := range live {
+		if bytes.HasPrefix(ev.Payload, []byte(`{"omitted_bytes":`)) {
+			omitted++
+			if ev.Type != "provider.request" {
+				t.Errorf("a %s payload was left out; only provider requests outgrow the limit here", ev.Type)
+			}
+		}
+	}
+	if omitted == 0 {
+		t.Fatal("no payload was left out: the test no longer outgrows the limit")
+	}
+	r := s.admin("GET", "/admin/v1/sessions/"+sess.ID+"/events?limit=200", nil)
+	mustStatus(t, r, 200)
+	if bytes.Contains(r.body, []byte(`"omitted_bytes"`)) || !bytes.Contains(r.body, []byte(`"provider.request"`)) {
+		t.Error("the log holds a stand-in instead of a whole payload")
 	}
 }

@@ -195,7 +195,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	var client *httpapi.Server
 	brain.attach(eng, func() string { return client.URL() })
 	client = httpapi.New(httpapi.Options{
-		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
+		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MaxInflightBytes: cfg.MaxInflightBytes,
 		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
 		Clients: eng, V1Store: db, ExecutorTokens: executorTokens, Executors: execs.hub, Mount: brain.routes(execs.hub, log),
 		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
