@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/wire"
 )
 
 // heldTurns runs every sendMessage as a turn that ends when finish is
@@ -107,5 +109,65 @@ func TestInflightBudget(t *testing.T) {
 	r.Body.Close()
 	if !bytes.Contains(b, []byte(`"result"`)) {
 		t.Fatalf("sendMessage after the turn ended: %s, want a result", b)
+	}
+}
+
+// TestOmittedTakesLargestFirst: a terminal frame over max_frame_bytes
+// leaves out the largest payloads, only as many as it takes, and never
+// when it fits.
+func TestOmittedTakesLargestFirst(t *testing.T) {
+	ev := func(id string, n int) *baton.Event {
+		return &baton.Event{ID: id, SessionID: "ses_1", Type: "x", Payload: json.RawMessage(`"` + strings.Repeat("a", n) + `"`)}
+	}
+	small, mid, big := ev("evt_1", 100), ev("evt_2", 5000), ev("evt_3", 9000)
+	msg := baton.Message{Role: "assistant", Content: json.RawMessage(`"hi"`)}
+	evs := []*baton.Event{small, mid, big}
+	if got := omitted(0, nil, msg, evs); got != nil {
+		t.Errorf("no bound: %v", got)
+	}
+	if got := omitted(1<<20, nil, msg, evs); got != nil {
+		t.Errorf("fits: %v", got)
+	}
+	if got := omitted(8000, nil, msg, evs); len(got) != 1 || !got[big] {
+		t.Errorf("8000: %v, want only the largest", got)
+	}
+	if got := omitted(2000, nil, msg, evs); len(got) != 2 || !got[big] || !got[mid] {
+		t.Errorf("2000: %v, want the two largest", got)
+	}
+	var buf bytes.Buffer
+	s := &stream{buf: nil, maxFrame: 2000}
+	s.result(json.RawMessage(`1`), msg, evs)
+	buf.Write(s.buf)
+	var frame struct {
+		Result struct {
+			Events []struct {
+				Payload json.RawMessage `json:"payload"`
+			} `json:"events"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &frame); err != nil {
+		t.Fatalf("frame %s: %v", buf.Bytes(), err)
+	}
+	if len(buf.Bytes()) > 2000 || string(frame.Result.Events[2].Payload) != `{"omitted_bytes":9002}` ||
+		string(frame.Result.Events[0].Payload) != string(small.Payload) {
+		t.Errorf("frame of %d bytes: %s", buf.Len(), buf.Bytes())
+	}
+}
+
+// TestMaxFrameBytesParam: max_frame_bytes must be a non-negative integer.
+func TestMaxFrameBytesParam(t *testing.T) {
+	for _, v := range []string{`-1`, `"big"`, `1.5`} {
+		rec := httptest.NewRecorder()
+		c := &call{req: &wire.Request{ID: json.RawMessage(`1`)}, out: newStream(rec, nil, 0)}
+		if c.frameLimit(json.RawMessage(v)) {
+			t.Errorf("%s accepted", v)
+		}
+		if b := rec.Body.Bytes(); !bytes.Contains(b, []byte(`-32602`)) || !bytes.Contains(b, []byte(`max_frame_bytes`)) {
+			t.Errorf("%s: %s", v, b)
+		}
+	}
+	c := &call{req: &wire.Request{ID: json.RawMessage(`1`)}, out: newStream(httptest.NewRecorder(), nil, 0)}
+	if !c.frameLimit(json.RawMessage(`4096`)) || c.out.maxFrame != 4096 {
+		t.Errorf("4096: %d", c.out.maxFrame)
 	}
 }
