@@ -507,17 +507,13 @@ func (s *stream) put(raw []byte) {
 		s.buf = append(s.buf, raw...)
 		return
 	}
+	s.end() // what is queued goes first, under the same write deadline
 	if s.failed {
 		return
 	}
-	s.header()
-	s.deadline()
-	if _, err := s.w.Write(s.buf); err != nil {
-		s.failed = true
-	} else if _, err := s.w.Write(raw); err != nil {
+	if _, err := s.w.Write(raw); err != nil {
 		s.failed = true
 	}
-	s.buf = s.buf[:0]
 }
 
 // add queues a session.event notification, encoded without intermediate

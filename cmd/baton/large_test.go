@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +22,7 @@ const maxLargeRSS = 400 << 20
 // RSS stays under 400 MB: a turn repeats its message in several events
 // and in its result, and these must not all be copied into one buffer.
 func TestMemoryLargeMessages(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc/<pid>/status")
-	}
+	needProc(t)
 	if testing.Short() {
 		t.Skip("starts a real server process")
 	}

@@ -25,9 +25,7 @@ const maxIdleRSS = 40 << 20
 // race detector, whose shadow memory alone exceeds the budget, the child
 // is a baton binary built without it.
 func TestIdleServeMemory(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc/<pid>/status")
-	}
+	needProc(t)
 	var srv *child
 	var adminKey string
 	if raceEnabled {
@@ -111,6 +109,15 @@ func memoryServer(t *testing.T) (srv *child, adminKey, clientKey string) {
 	r := call(t, "POST", srv.adminURL+"/admin/v1/keys", adminKey, map[string]any{"name": "k", "profile_id": profile})
 	mustStatus(t, r, 201)
 	return srv, adminKey, r.json(t)["key"].(string)
+}
+
+// needProc skips a test that reads a child's /proc/<pid>/status where
+// there is none.
+func needProc(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/<pid>/status")
+	}
 }
 
 // vmRSS reads the resident set size of process pid, in bytes.
