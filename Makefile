@@ -10,7 +10,7 @@ bench: ## benchmarks with -benchmem
 lint: ## gofmt, go vet, staticcheck
 	@scripts/lint.sh
 
-fuzz: ## run each fuzz target for a while (FUZZTIME, default 20s)
+fuzz: ## each fuzz target in turn for FUZZTIME (default 20s), then a summary
 	@scripts/fuzz.sh
 
 dev: ## run the local dev server

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/baton-engine/baton/internal/httpx/httpxtest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -231,5 +233,52 @@ func TestDeleteProfile(t *testing.T) {
 			Status: 409, Problem: httpxtest.Problem(409, "duplicate_name", "a profile with that name already exists")},
 		{Name: "list skips deleted", Method: "GET", Path: "/admin/v1/profiles", Headers: admin(), Status: 200,
 			Want: `{"items":[` + f.profileJSON(t, busy) + `],"next_cursor":null}`},
+	})
+}
+
+// FuzzDecodeProfile: any object body either is refused with a 400
+// bad_request or a 422 rejection, or yields a profile with a non-blank
+// name and primary provider, distinct non-blank executor environments and
+// a known brain (an executor one naming a machine).
+func FuzzDecodeProfile(f *testing.F) {
+	f.Add([]byte(`{"name":"p","primary_provider":"claude"}`))
+	f.Add([]byte(`{"name":"p","primary_provider":"a","fallback_providers":["b"],"mcp_servers":[],"allowed_tools":["x",{"n":1}],"available_sandboxes":["alpine:3"],"system_prompt":"s","max_iterations":3,"executor_environments":["env_1"],"brain":{"type":"executor","machine":"m"}}`))
+	f.Add([]byte(`{"name":" ","primary_provider":"a"}`))
+	f.Add([]byte(`{"name":"p","primary_provider":"a","max_iterations":2147483648}`))
+	f.Add([]byte(`{"name":"p","primary_provider":"a","executor_environments":["e","e"]}`))
+	f.Add([]byte(`{"name":"p","primary_provider":"a","brain":{"type":"server"},"scopes":["sessions"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		obj, err := httpx.DecodeObject(body)
+		if err != nil {
+			return // FuzzDecodeObject's concern
+		}
+		if _, err := decodeScopes(obj); err != nil && baton.ErrorCode(err) != baton.ECodeBadRequest {
+			t.Fatalf("decodeScopes: %v", err)
+		}
+		p, err := decodeProfile(obj)
+		if err != nil {
+			var rej *httpx.Rejection
+			if baton.ErrorCode(err) != baton.ECodeBadRequest && !(errors.As(err, &rej) && rej.Status == 422) {
+				t.Fatalf("decodeProfile: %T %v", err, err)
+			}
+			return
+		}
+		if strings.TrimSpace(p.Name) == "" || strings.TrimSpace(p.PrimaryProvider) == "" || p.AllowedTools == nil {
+			t.Fatalf("accepted %+v", p)
+		}
+		seen := map[string]bool{}
+		for _, env := range p.ExecutorEnvironments {
+			if strings.TrimSpace(env) == "" || seen[env] {
+				t.Fatalf("accepted executor environments %q", p.ExecutorEnvironments)
+			}
+			seen[env] = true
+		}
+		switch b := p.Brain; {
+		case p.MaxIterations < 0,
+			b.Type == baton.BrainServer && b.MachineID != "",
+			b.Type == baton.BrainExecutor && strings.TrimSpace(b.MachineID) == "",
+			b.Type != baton.BrainServer && b.Type != baton.BrainExecutor:
+			t.Fatalf("accepted %+v", p)
+		}
 	})
 }

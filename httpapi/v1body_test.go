@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"github.com/baton-engine/baton/internal/httpx"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
 )
 
 func TestDecodeRegistration(t *testing.T) {
@@ -124,6 +125,89 @@ func FuzzDecodeRegistration(f *testing.F) {
 			if !toolName(tl.Name) || len(tl.Name) > 64 || len(tl.Description) > 4096 || !isObject(tl.Parameters) {
 				t.Fatalf("accepted tool %+v", tl)
 			}
+		}
+	})
+}
+
+// FuzzDecodeToolsBody: a replaced tool list passes the same checks as a
+// registration's, and every refusal is a bad_request.
+func FuzzDecodeToolsBody(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"t","description":"d","parameters":{"type":"object"}}]}`))
+	f.Add([]byte(`{"tools":[]}`))
+	f.Add([]byte(`{"tools":null}`))
+	f.Add([]byte(`{"tools":[{"name":"t"},{"name":"t"}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tools, err := DecodeToolsBody(body)
+		if err != nil {
+			if baton.ErrorCode(err) != baton.ECodeBadRequest {
+				t.Fatalf("error code %q", baton.ErrorCode(err))
+			}
+			return
+		}
+		if len(tools) > 64 {
+			t.Fatalf("accepted %d tools", len(tools))
+		}
+		for _, tl := range tools {
+			if !toolName(tl.Name) || len(tl.Name) > 64 || len(tl.Description) > 4096 || !isObject(tl.Parameters) {
+				t.Fatalf("accepted tool %+v", tl)
+			}
+		}
+	})
+}
+
+// FuzzDecodeResult: an accepted call result has content that is a JSON
+// string or an array of objects, exactly as sent; every refusal is a
+// bad_request.
+func FuzzDecodeResult(f *testing.F) {
+	f.Add([]byte(`{"content":"done"}`))
+	f.Add([]byte(`{"content":[{"type":"text","text":"x"}],"is_error":true}`))
+	f.Add([]byte(`{"content":[]}`))
+	f.Add([]byte(`{"content":null}`))
+	f.Add([]byte(`{"content":"x","is_error":"yes"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		res, err := DecodeResult(body)
+		if err != nil {
+			if baton.ErrorCode(err) != baton.ECodeBadRequest {
+				t.Fatalf("error code %q", baton.ErrorCode(err))
+			}
+			return
+		}
+		var s string
+		var blocks []map[string]json.RawMessage
+		if json.Unmarshal(res.Content, &s) != nil && (json.Unmarshal(res.Content, &blocks) != nil || blocks == nil) {
+			t.Fatalf("accepted content %s", res.Content)
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) != nil || string(m["content"]) != string(res.Content) {
+			t.Fatalf("content %s is not the body's (%s)", res.Content, body)
+		}
+	})
+}
+
+// FuzzParseSessionID: an accepted id is a ses_ id of 32 lower-case hex
+// digits, its UUID form parses back to it, and that form is canonical.
+func FuzzParseSessionID(f *testing.F) {
+	f.Add("ses_0123456789abcdef0123456789abcdef")
+	f.Add("01234567-89AB-cdef-0123-456789abcdef")
+	f.Add("ses_0123")
+	f.Add("0123456789abcdef0123456789abcdef0123")
+	f.Add("0123456-789ab-cdef-0123-456789abcdef")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseSessionID(s)
+		if err != nil {
+			if baton.ErrorCode(err) != baton.ECodeBadRequest {
+				t.Fatalf("error code %q", baton.ErrorCode(err))
+			}
+			return
+		}
+		digits, ok := strings.CutPrefix(id, baton.PrefixSession)
+		if !ok || len(digits) != 32 || strings.ToLower(digits) != digits {
+			t.Fatalf("ParseSessionID(%q) = %q", s, id)
+		}
+		u := SessionUUID(id)
+		if back, err := ParseSessionID(u); err != nil || back != id || len(u) != 36 {
+			t.Fatalf("UUID form %q of %q parses as %q, %v", u, id, back, err)
 		}
 	})
 }

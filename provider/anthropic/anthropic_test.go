@@ -569,3 +569,34 @@ func TestStreamTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReadPlain: a non-streamed reply body is either refused as not JSON
+// (only for a syntax error) or yields valid JSON content and the body as
+// received; text deltas are the content's text blocks.
+func FuzzReadPlain(f *testing.F) {
+	f.Add(`{"content":[{"type":"text","text":"Hi"},{"type":"tool_use","id":"t","name":"n","input":{}}],"usage":{"input_tokens":3,"output_tokens":2}}`)
+	f.Add(`{"id":"x"}`)
+	f.Add(`{"content":null,"usage":"many"}`)
+	f.Add(`{"content":"text"}`)
+	f.Add(`not json`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var deltas []string
+		resp, err := readPlain(&http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}, func(s string) { deltas = append(deltas, s) })
+		var syn *json.SyntaxError
+		if err != nil {
+			if !errors.As(json.Unmarshal([]byte(body), new(any)), &syn) {
+				t.Fatalf("readPlain(%q) refused a JSON body: %v", body, err)
+			}
+			return
+		}
+		if !json.Valid(resp.Content) || string(resp.Body) != body {
+			t.Fatalf("readPlain(%q): content %s, body %s", body, resp.Content, resp.Body)
+		}
+		for _, d := range deltas {
+			if d == "" {
+				t.Fatalf("empty delta from %q", body)
+			}
+		}
+	})
+}
