@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,8 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/baton-engine/baton/client"
 	"github.com/baton-engine/baton/client/executor"
 	"github.com/baton-engine/baton/client/executor/executortest"
+	"github.com/baton-engine/baton/mcp/mcptest"
 )
 
 // A command that leaves a grandchild: the shell waits for a background
@@ -106,6 +109,13 @@ func (tr *procTree) mustDie(t *testing.T) {
 func (tr *procTree) kill() {
 	for _, fd := range tr.pids {
 		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+	tr.release()
+}
+
+// release closes the pidfds, leaving the processes alone.
+func (tr *procTree) release() {
+	for _, fd := range tr.pids {
 		unix.Close(fd)
 	}
 	tr.pids = nil
@@ -193,4 +203,93 @@ func TestExecutorCmdDeathKillsCommands(t *testing.T) {
 			tree.mustDie(t)
 		})
 	}
+}
+
+// TestServeDeathKillsChildren kills a real `baton serve` with SIGKILL
+// while a session has a stdio MCP server running (a shell that left a
+// background sleep, then became the server) and a remote subagent running
+// in a process sandbox: every process below the server dies with it.
+func TestServeDeathKillsChildren(t *testing.T) {
+	rootfs := busyboxRootfs(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mcpPid := filepath.Join(dir, "mcp.pid")
+	cfg := testConfig + `
+[[mcp.servers]]
+name = "local"
+transport = "stdio"
+command = "/bin/sh"
+args = ["-c", 'sleep 300 & echo $! > ` + mcpPid + `; exec /usr/bin/env ` + mcptest.EnvServe + `=1 "$0"', "${TEST_MCP_EXE}"]
+`
+	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := baseEnv(dir)
+	env["BAE_LOG"] = "info"
+	env["TEST_MCP_EXE"] = exe
+	env["BAE_SANDBOX_DRIVER"] = "process"
+	env["BATON_SANDBOX_ROOTFS_DIR"] = rootfs
+	ch := startChild(t, env)
+	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, dir: dir, env: env, clientURL: ch.clientURL, adminURL: ch.adminURL, adminKey: strings.TrimSpace(string(b))}
+	ctx := loopCtx(t)
+	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "mcp_servers": []string{"local"}, "available_sandboxes": []string{"busybox"}})
+	h, _ := loopHarness(t, s, pro)
+	err = h.AddSubagentTool(client.SubagentConfig{RemoteImage: "busybox", Subagents: []client.SubagentDef{
+		{Harness: "t5", Command: `sh -c "$(cat)" # {model}`, Timeout: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := h.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(context.Background())
+
+	// The MCP server: a tool call connects it.
+	if r, err := sess.Send(ctx, `call echo {"text":"hi"}`); err != nil || r.Message.Text() != "echo returned: echo: hi" {
+		t.Fatalf("the MCP call: %v %v", r, err)
+	}
+	b, err = os.ReadFile(mcpPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The subagent: a sleep in the sandbox, there once its tree shows it.
+	if _, err := sess.StartRemoteSandbox(ctx, "busybox"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sess.Send(ctx, `call launch_subagent {"harness":"t5","model":"m","prompt":"sleep 301"}`)
+	if err != nil || !strings.Contains(r.Message.Text(), `"status":"started"`) {
+		t.Fatalf("launch: %v %v", r, err)
+	}
+	var tree *procTree
+	tick := time.NewTicker(20 * time.Millisecond) // polls a condition; never decides the outcome
+	defer tick.Stop()
+	for deadline := time.Now().Add(executortest.Patience); ; {
+		tree = descendants(t, ch.cmd.Process.Pid)
+		if tree.has("sleep 301") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subagent's sleep never ran: %v", tree.cmds)
+		}
+		tree.release()
+		<-tick.C
+	}
+	if _, ok := tree.pids[sleep]; !ok {
+		t.Fatalf("the snapshot lacks the MCP server's sleep %d: %v", sleep, tree.cmds)
+	}
+	ch.kill()
+	tree.mustDie(t)
 }
