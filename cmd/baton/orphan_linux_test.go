@@ -164,7 +164,7 @@ func killBaton(t *testing.T, cmd *exec.Cmd) {
 func TestExecutorCmdDeathKillsCommands(t *testing.T) {
 	cases := []struct {
 		name, mode, id, config string
-		start              func(t *testing.T, c *executortest.Conn, h *executortest.Harness)
+		start                  func(t *testing.T, c *executortest.Conn, h *executortest.Harness)
 	}{
 		{"tool", "--environment", "env_orphan", "[[tools]]\nname = \"fork\"\ncommand = \"" + forkScript + "\"\n",
 			func(t *testing.T, c *executortest.Conn, _ *executortest.Harness) {
