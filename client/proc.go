@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"time"
 	"unicode/utf8"
 )
@@ -46,7 +47,8 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("command timed out af
 // are drained: descendants that still hold them must not hold the caller.
 const waitDelay = 2 * time.Second
 
-// runProc runs p in a new process group. Cancelling ctx or reaching the
+// runProc runs p in a new process group (on Linux with SIGKILL as its
+// parent-death signal, so that it dies with this process). Cancelling ctx or reaching the
 // timeout kills the whole group; then runProc returns ctx's error or a
 // *timeoutError. A process that cannot start returns that error; a
 // non-zero exit is a result, not an error.
@@ -69,7 +71,12 @@ func runProc(ctx context.Context, p proc) (procOut, error) {
 	}
 	ownGroup(cmd)
 	cmd.WaitDelay = waitDelay
+	// Linux sends the parent-death signal when the thread that started the
+	// child exits: a locked thread does not before it is unlocked, here
+	// once the child has been waited for.
+	runtime.LockOSThread()
 	err := cmd.Run()
+	runtime.UnlockOSThread()
 	st := cmd.ProcessState
 	if st == nil {
 		return procOut{}, err // never started

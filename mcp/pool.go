@@ -48,6 +48,11 @@ type Options struct {
 	// Version is reported as the client version in the handshake.
 	Version string
 	Logger  *slog.Logger
+	// Wrap, when set, is called with the command of each stdio server
+	// before it starts, and may change it: for example to run it under a
+	// supervisor that kills its whole process tree when this process dies.
+	// The command transport signals the command's process alone.
+	Wrap func(*exec.Cmd)
 }
 
 // Pool implements baton.MCPPool.
@@ -209,7 +214,11 @@ func (p *Pool) connect(ctx context.Context, srv baton.MCPServer) (*conn, error) 
 			}
 		}
 		// Not CommandContext: the child outlives this connect call.
-		t = &sdk.CommandTransport{Command: exec.Command(command, args...), TerminateDuration: time.Second}
+		cmd := exec.Command(command, args...)
+		if p.opts.Wrap != nil {
+			p.opts.Wrap(cmd)
+		}
+		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	case baton.MCPHTTP, baton.MCPSSE:
 		headers := make(map[string]string, len(srv.Headers))
 		for k, v := range srv.Headers {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +18,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if cmd := os.Getenv(envShellParent); cmd != "" { // a test's executor process to kill
+		(&Shell{}).Exec(context.Background(), ExecRequest{Command: cmd})
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const (
 	testCred = "bae_exc_0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -50,13 +51,21 @@ var ErrTimeout = errors.New("executor: command timed out")
 
 // Shell is the default ProcessHandler: `sh -c command` in Dir (or in
 // cwd, relative to Dir), in a process group of its own. On cancel or
-// timeout the group gets SIGTERM and, KillGrace later, SIGKILL. Each
-// output stream keeps its first MaxOutput bytes.
+// timeout the group gets SIGTERM and, KillGrace later, SIGKILL. On Linux
+// the shell also gets SIGKILL when the executor's process dies (a
+// parent-death signal); what the shell started survives that unless Wrap
+// takes care of it. Each output stream keeps its first MaxOutput bytes.
 type Shell struct {
 	Dir       string        // work directory; "" is the process's
 	Env       []string      // nil inherits the executor's environment
 	MaxOutput int           // per stream; 0 is DefaultMaxOutput
 	KillGrace time.Duration // 0 is 2s
+	// Wrap, when set, is called with each command once Shell has set it
+	// up, right before it starts; it may change it, for example to run it
+	// under a supervisor that kills the whole process group when the
+	// executor dies. Cancellation still signals the group of the process
+	// that starts.
+	Wrap func(*exec.Cmd)
 }
 
 // Exec runs req.Command.
@@ -96,7 +105,10 @@ func (s *Shell) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = grace
 	ownGroup(cmd)
-	err := cmd.Run()
+	if s.Wrap != nil {
+		s.Wrap(cmd)
+	}
+	err := run(cmd)
 	if ctx.Err() != nil && cmd.Process != nil {
 		killGroup(cmd) // whatever survived SIGTERM and the grace period
 	}
@@ -120,6 +132,16 @@ func (s *Shell) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// run runs cmd on a thread locked from its start until it has been
+// waited for: Linux sends a child its parent-death signal when the thread
+// that started it exits, which a locked thread does not do before it is
+// unlocked.
+func run(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return cmd.Run()
 }
 
 // execTool serves tool.call "process.exec" through Config.Process.

@@ -8,10 +8,12 @@ import (
 	"syscall"
 )
 
-// ownGroup starts cmd in a process group of its own and makes
-// cancellation send SIGTERM to the whole group.
+// ownGroup starts cmd in a process group of its own, with SIGKILL as its
+// parent-death signal where there is one, and makes cancellation send
+// SIGTERM to the whole group.
 func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	parentDeath(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		if errors.Is(err, syscall.ESRCH) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-engine/baton/internal/supervisor"
 	"github.com/baton-engine/baton/mcp/mcptest"
 	"github.com/baton-engine/baton/sandbox"
 )
@@ -26,6 +27,7 @@ import (
 func TestMain(m *testing.M) {
 	// The process driver's sandbox jails run here.
 	sandbox.Reexec()
+	supervisor.Reexec()                     // and the supervisors of commands
 	if os.Getenv(mcptest.EnvServe) == "1" { // the MCP tests' stdio server
 		mcptest.ServeStdio()
 		return

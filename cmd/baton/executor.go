@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/internal/supervisor"
 	"github.com/baton-engine/baton/sandbox"
 )
 
@@ -334,7 +335,8 @@ func buildExecWorker(ctx context.Context, s *executorSetup, log *slog.Logger) (*
 			}
 			shell = sb
 		} else {
-			shell = &executor.Shell{Dir: s.workDir, Env: env, MaxOutput: p.MaxOutput}
+			// Wrap: the whole process tree of a command dies with the executor.
+			shell = &executor.Shell{Dir: s.workDir, Env: env, MaxOutput: p.MaxOutput, Wrap: supervisor.Wrap}
 		}
 		w.cfg.Capabilities.Process = &executor.ProcessCapability{MaxSessions: p.MaxSessions}
 		w.cfg.Process = shell

@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/baton-engine/baton/internal/supervisor"
 )
 
-// setGroup starts cmd in a process group of its own; cancelling its
+// setGroup starts cmd in a process group of its own, under a supervisor
+// that kills the group when this process dies (Linux); cancelling its
 // context sends SIGTERM to the whole group.
 func setGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -19,6 +22,7 @@ func setGroup(cmd *exec.Cmd) {
 		}
 		return nil
 	}
+	supervisor.Wrap(cmd)
 }
 
 // killGroup sends SIGKILL to whatever is left of cmd's process group.

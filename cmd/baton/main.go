@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-engine/baton/internal/supervisor"
 	"github.com/baton-engine/baton/sandbox"
 )
 
@@ -52,7 +53,8 @@ type cli struct {
 }
 
 func main() {
-	sandbox.Reexec() // a process-driver sandbox jail runs here, never returning
+	sandbox.Reexec()    // a process-driver sandbox jail runs here, never returning
+	supervisor.Reexec() // so does the supervisor of a command (see setGroup)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	c := &cli{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
 	code := c.run(ctx, os.Args[1:])

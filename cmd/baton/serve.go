@@ -25,6 +25,7 @@ import (
 	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/hub"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/internal/supervisor"
 	"github.com/baton-engine/baton/mcp"
 	"github.com/baton-engine/baton/provider/anthropic"
 	"github.com/baton-engine/baton/provider/openai"
@@ -150,7 +151,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	claude, gpt := anthropic.New(nil), openai.New(nil)
 	defer claude.Close()
 	defer gpt.Close()
-	pool, err := mcp.Open(mcp.Options{CallTimeout: cfg.MCPCallTimeout, LookupEnv: c.lookupEnv, Version: baton.Version, Logger: log})
+	pool, err := mcp.Open(mcp.Options{CallTimeout: cfg.MCPCallTimeout, LookupEnv: c.lookupEnv, Version: baton.Version, Logger: log,
+		Wrap: supervisor.WrapForward}) // a stdio server's process tree dies with the server
+
 	if err != nil {
 		return runtimeErr(err)
 	}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package supervisor
+
+import "os/exec"
+
+// setGroup does nothing: no process groups here.
+func setGroup(*exec.Cmd) {}
