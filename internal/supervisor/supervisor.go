@@ -11,8 +11,9 @@
 // process group with SIGKILL, itself included. Otherwise it is
 // transparent: it exits as the command exited (the same code, or killed
 // by the same SIGHUP, SIGINT, SIGTERM or SIGKILL; other signals become
-// exit code 128+signal), and the command has its standard streams, the
-// extra files, the directory and the environment the caller gave.
+// exit code 128+signal), and the command has the standard streams, the
+// directory and the environment the caller gave (not cmd.ExtraFiles,
+// which no wrapped command uses).
 //
 // What a command moves to a process group or session of its own escapes
 // the kill, as it escapes a kill of the group. On other systems Wrap only
