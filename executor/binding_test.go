@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-engine/baton/executor/proto"
@@ -184,6 +185,30 @@ func TestDuplicateToolResult(t *testing.T) {
 	}
 	if _, err := b.Call(context.Background(), "toolu_1", "grep", nil, 0); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("reused tool_call_id: %v", err)
+	}
+}
+
+// TestToolResultInvalidUTF8: a tool.result whose content is not valid
+// UTF-8 is a parse error (-32700, id null, as for any message that is not
+// JSON) and reaches nobody; the connection stays up and a valid result for
+// the same call is the one the caller gets.
+func TestToolResultInvalidUTF8(t *testing.T) {
+	e := newEnv(t)
+	x := e.toolExecutor(t, "exe_a")
+	b, _ := e.bind(t, x, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
+	done := callAsync(b, "toolu_1", "grep", 0)
+	x.reply(x.expect(proto.MethodToolCall, nil), proto.Accepted{Accepted: true})
+	bad := "{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tool.result\",\"params\":{\"session_id\":\"ses_1\"," +
+		"\"tool_call_id\":\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"hi \xff\xfe\"}]}}"
+	if err := x.ws.Write(context.Background(), websocket.MessageText, []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	if f := x.next(); f.Error == nil || f.Error.Code != proto.CodeParseError || string(f.ID) != "null" {
+		t.Fatalf("answer to invalid UTF-8: id %s result %s error %+v, want -32700 with id null", f.ID, f.Result, f.Error)
+	}
+	x.ok(proto.MethodToolResult, result("ses_1", "toolu_1", "found"), nil)
+	if got := wait(t, done); got.err != nil || string(got.res.Content) != `[{"type":"text","text":"found"}]` {
+		t.Fatalf("call: %+v %v", got.res, got.err)
 	}
 }
 

@@ -247,6 +247,8 @@ func TestModelErrors(t *testing.T) {
 		{"inactive turn", okBody, []string{"Authorization", "Bearer " + ended}, nil, 403, "the turn is not active"},
 		{"no messages", `{"messages":[]}`, []string{"Authorization", "Bearer " + good}, nil, 400, "messages: at least one message is required"},
 		{"not JSON", `{`, []string{"Authorization", "Bearer " + good}, nil, 400, ""},
+		{"invalid UTF-8", "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"hi \xff\xfe\"}]}", []string{"Authorization", "Bearer " + good},
+			nil, 400, "Failed to parse the request body as JSON: invalid UTF-8 at offset 54"},
 		{"session closed", okBody, []string{"Authorization", "Bearer " + good},
 			baton.Errorf(baton.ECodeNotOpen, "session is closed, not open"), 403, "session is closed, not open"},
 		{"all providers failed", okBody, []string{"Authorization", "Bearer " + good},

@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,8 +54,34 @@ func (g *Gateway) toolsHandler() http.Handler {
 			httpx.WriteV1Error(w, r, g.log, err)
 			return
 		}
+		if r.Method == http.MethodPost && !g.utf8Body(w, r) {
+			return
+		}
 		mcpHandler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc)))
 	})
+}
+
+// utf8Body reads a POST body (at most MaxBodyBytes) and puts it back for
+// the MCP layer, whose encoding/json decoder would take invalid UTF-8 into
+// tool arguments that the session then records. A body that is not valid
+// UTF-8 is answered as the MCP layer answers a malformed payload: 400,
+// plain text. It reports whether the request may go on.
+func (g *Gateway) utf8Body(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), http.StatusRequestEntityTooLarge)
+		return false
+	case err != nil:
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+		return false
+	case !utf8.Valid(body):
+		http.Error(w, "malformed payload: invalid UTF-8", http.StatusBadRequest)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // authorizeTools checks a tools request: a valid tools token for the

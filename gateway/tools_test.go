@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -120,6 +121,43 @@ func TestToolsMCP(t *testing.T) {
 	f.eng.end("ses_a", "turn_1")
 	if _, err := cs.ListTools(ctx, nil); err == nil {
 		t.Error("tools listed after the turn ended")
+	}
+}
+
+// TestToolsInvalidUTF8: a tools/call whose arguments are not valid UTF-8
+// is refused as a malformed payload (400, plain text) before the MCP
+// layer, whose encoding/json would hand the bytes to the engine; the same
+// call in valid UTF-8 runs.
+func TestToolsInvalidUTF8(t *testing.T) {
+	f := newFixture(t)
+	f.eng.tools = []baton.ToolDef{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	f.eng.result = json.RawMessage(`[{"type":"text","text":"ok"}]`)
+	token := f.toolsToken("turn_1", "key_actor", 3)
+	post := func(text string) (int, string) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + text + `"}}}`
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/v1/sessions/ses_a/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	calls := func() int {
+		f.eng.mu.Lock()
+		defer f.eng.mu.Unlock()
+		return len(f.eng.calls)
+	}
+	if st, body := post("hi \xff\xfe"); st != http.StatusBadRequest || body != "malformed payload: invalid UTF-8\n" || calls() != 0 {
+		t.Fatalf("invalid UTF-8: %d %q, %d engine calls; want 400 malformed payload and none", st, body, calls())
+	}
+	if st, body := post("héllo"); st != http.StatusOK || calls() != 1 {
+		t.Fatalf("valid UTF-8: %d %q, %d engine calls", st, body, calls())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 	"github.com/google/go-cmp/cmp"
@@ -25,6 +26,10 @@ func TestParse(t *testing.T) {
 		params     string
 	}{
 		{"syntax", `{"jsonrpc":`, "", CodeParseError, "Parse error", "", ""},
+		// Invalid UTF-8 is a parse error, before the id is read: serde_json
+		// refuses the body while parsing it.
+		{"invalid utf-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"session.sendMessage\",\"params\":{\"message\":{\"content\":\"hi \xff\xfe\"}}}", "", CodeParseError, "Parse error", "", ""},
+		{"ok utf-8 and a lone surrogate escape", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"日本 \ud800"}}`, "1", 0, "", "m", `{"t":"日本 \ud800"}`},
 		{"batch", `[{"jsonrpc":"2.0"}]`, "", CodeInvalidRequest, "Invalid Request: batch requests are not supported", "", ""},
 		{"scalar", `42`, "", CodeInvalidRequest, "Invalid Request", "", ""},
 		{"bad version", `{"jsonrpc":"1.0","id":7,"method":"x"}`, "7", CodeInvalidRequest, `Invalid Request: missing or wrong "jsonrpc" version`, "", ""},
@@ -319,10 +324,11 @@ func TestFramesStayOnOneLine(t *testing.T) {
 }
 
 // refParse and refParam are Parse and Param as they were written on
-// encoding/json: the specification the raw walkers must match.
+// encoding/json, made strict about UTF-8 as serde_json is: the
+// specification the raw walkers must match.
 func refParse(body []byte) (*Request, *Error) {
 	body = bytes.TrimSpace(body)
-	if !json.Valid(body) {
+	if !json.Valid(body) || !utf8.Valid(body) {
 		return nil, &Error{CodeParseError, "Parse error"}
 	}
 	switch body[0] {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/wire"
@@ -93,12 +94,17 @@ type rawFrame struct {
 // Decode parses one message. On failure it returns the error to answer
 // with and, when the message was an object with a usable id, a frame
 // carrying that id (answer with id null otherwise). A response that fails
-// to decode cannot be answered; the caller drops it.
+// to decode cannot be answered; the caller drops it. A message that is not
+// valid UTF-8 is a parse error, as for serde_json (encoding/json would
+// keep the bytes in every raw member).
 func Decode(b []byte) (*Frame, *Error) {
 	if len(b) > MaxMessage {
 		return nil, Errorf(CodeInvalidRequest, "Invalid Request: message larger than %d bytes", MaxMessage)
 	}
 	b = bytes.TrimSpace(b)
+	if !utf8.Valid(b) {
+		return nil, Errorf(CodeParseError, "Parse error")
+	}
 	var r rawFrame
 	if err := json.Unmarshal(b, &r); err != nil {
 		var se *json.SyntaxError

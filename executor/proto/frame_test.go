@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -35,6 +36,9 @@ func TestDecode(t *testing.T) {
 		{name: "error", in: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`, kind: KindResponse, id: "null"},
 		{name: "syntax", in: `{"jsonrpc":`, code: CodeParseError},
 		{name: "empty", in: ``, code: CodeParseError},
+		{name: "invalid utf-8 in a result", in: "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tool.result\",\"params\":{\"content\":\"hi \xff\xfe\"}}", code: CodeParseError},
+		{name: "invalid utf-8 in a response", in: "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"text\":\"\xed\xa0\x80\"}}", code: CodeParseError},
+		{name: "utf-8 and a lone surrogate escape", in: `{"jsonrpc":"2.0","id":9,"result":{"text":"日本 🙂 \ud800"}}`, kind: KindResponse, id: "9"},
 		{name: "array", in: `[{"jsonrpc":"2.0","method":"m"}]`, code: CodeInvalidRequest},
 		{name: "scalar", in: `"x"`, code: CodeInvalidRequest},
 		{name: "bad version", in: `{"jsonrpc":"1.0","id":3,"method":"m"}`, code: CodeInvalidRequest, id: "3", call: true},
@@ -208,8 +212,8 @@ func TestGolden(t *testing.T) {
 }
 
 // FuzzDecode checks that the decoder never panics, that what it accepts
-// survives a round trip through the encoders, and that every id it hands
-// back for an error answer is a valid id.
+// is valid UTF-8 and survives a round trip through the encoders, and that
+// every id it hands back for an error answer is a valid id.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"executor.register","params":{"protocol":"bma.executor.v1.1","environment_id":"env_1","capabilities":{"tools":[{"name":"a","parameters":{}}]}}}`,
@@ -221,6 +225,7 @@ func FuzzDecode(f *testing.F) {
 		`{"JSONRPC":"2.0","ID":1,"Method":"m"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[[[[[]]]]]}}`,
 		`[]`, `null`, ``, `{`, "\x00",
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tool.result\",\"params\":{\"content\":\"hi \xff\xfe\"}}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -234,6 +239,9 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("error frame is not JSON: %s", out)
 			}
 			return
+		}
+		if !utf8.Valid(b) {
+			t.Fatalf("accepted invalid UTF-8: %q", b)
 		}
 		var out []byte
 		var err error

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/rawjson"
@@ -31,7 +32,9 @@ const (
 // Content-Type, or one that is not application/json (parameters such as
 // charset allowed, application/*+json accepted), is a 415 rejection; a body
 // larger than max bytes (max <= 0 means DefaultMaxBody) is a 413
-// payload_too_large problem.
+// payload_too_large problem; a body that is not valid UTF-8 is the 400
+// rejection of malformed JSON, as serde_json refuses it (encoding/json,
+// which every decoder behind this takes, would not).
 func ReadJSON(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		return nil, &Rejection{Status: http.StatusUnsupportedMediaType, Text: textContentType}
@@ -51,7 +54,28 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 		}
 		return nil, BodyError(err)
 	}
+	if err := checkUTF8(body); err != nil {
+		return nil, err
+	}
 	return body, nil
+}
+
+// checkUTF8 returns the 400 rejection of malformed JSON when body is not
+// valid UTF-8, naming the offset of the first bad byte. Outside strings
+// JSON is ASCII, so this is exactly the strictness encoding/json lacks.
+func checkUTF8(body []byte) error {
+	if utf8.Valid(body) {
+		return nil
+	}
+	i := 0
+	for i < len(body) {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n == 1 {
+			break
+		}
+		i += n
+	}
+	return &Rejection{Status: http.StatusBadRequest, Text: fmt.Sprintf("%sinvalid UTF-8 at offset %d", textSyntax, i)}
 }
 
 // isJSON reports whether a Content-Type value names JSON.

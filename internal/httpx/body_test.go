@@ -20,6 +20,7 @@ func TestReadJSON(t *testing.T) {
 		max         int64
 		status      int // 0: success
 		code        string
+		text        string // after the malformed-JSON prefix, for a 400
 	}{
 		{name: "json", contentType: "application/json", body: `{"a":1}`},
 		{name: "charset", contentType: "application/json; charset=utf-8", body: `{}`},
@@ -33,6 +34,10 @@ func TestReadJSON(t *testing.T) {
 		{name: "over limit", contentType: "application/json", body: `{"a":"xxx"}`, max: 10, status: 413, code: baton.ECodePayloadTooLarge},
 		{name: "over limit chunked", contentType: "application/json", body: `{"a":"xxx"}`, max: 10, chunked: true, status: 413, code: baton.ECodePayloadTooLarge},
 		{name: "default limit", contentType: "application/json", body: `"` + strings.Repeat("x", DefaultMaxBody) + `"`, status: 413, code: baton.ECodePayloadTooLarge},
+		{name: "utf-8", contentType: "application/json", body: `{"metadata":{"note":"héllo 日本 🙂","esc":"\ud800"}}`},
+		{name: "invalid utf-8 in a string", contentType: "application/json", body: "{\"metadata\":{\"note\":\"hi \xff\xfe\"}}", status: 400, text: "invalid UTF-8 at offset 24"},
+		{name: "truncated sequence", contentType: "application/json", body: "[\"\xe6\x97\"]", status: 400, text: "invalid UTF-8 at offset 2"},
+		{name: "encoded surrogate", contentType: "application/json", body: "\"\xed\xa0\x80\"", status: 400, text: "invalid UTF-8 at offset 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +63,13 @@ func TestReadJSON(t *testing.T) {
 				var rej *Rejection
 				if !errors.As(err, &rej) || rej.Status != 415 || rej.Text != "Expected request with `Content-Type: application/json`" {
 					t.Fatalf("err = %v, want a 415 rejection", err)
+				}
+				return
+			}
+			if tt.status == 400 {
+				var rej *Rejection
+				if !errors.As(err, &rej) || rej.Status != 400 || rej.Text != "Failed to parse the request body as JSON: "+tt.text {
+					t.Fatalf("err = %v, want the 400 rejection %q", err, tt.text)
 				}
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // seeds are inputs for every fuzz target here.
@@ -12,16 +13,24 @@ var seeds = []string{
 	` { "a" : 1 , "a" : "\ud83d\ude00" , "\u0041" : [ ] , "k\"": {"x":"}"} } `,
 	`"\ud83d"`, "\"\xff\xfe\"", `"\n\u0000\/"`, `-0.5E+2`, `01`, `[1,]`, `{"a"}`, `"abc`, `[[[[]]]]`, ` null `,
 	"\"\xe2\x80\xa8\"", `{"a":"b"`, `[`, `tru`, `"\u12g4"`,
+	// Invalid UTF-8 in strings (json.Valid takes it, Valid does not), and
+	// the valid text and escapes around it.
+	"\"hi \xff\xfe\"", "{\"k\xc3\":\"\xe9t\xe9\"}", "[\"\xed\xa0\x80\",\"\xf4\x90\x80\x80\"]", "\"\xf0\x9f\x99\"",
+	"\"\xc0\xaf\"", `"日本 🙂"`, `"\ud800"`, "\xff", "[1,\xc3\xa9]",
 }
 
-// FuzzValid checks Valid against encoding/json.
+// FuzzValid checks Valid against encoding/json made strict about UTF-8.
+// utf8.Valid over the whole input is the exact reference: in JSON that
+// encoding/json accepts, bytes of 0x80 and above occur only inside strings,
+// and no UTF-8 sequence spans a quote (every byte of one is 0x80 or
+// above), so the input is valid UTF-8 exactly when each string is.
 func FuzzValid(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := Valid(b), json.Valid(b); got != want {
-			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		if got, want := Valid(b), json.Valid(b) && utf8.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json and utf8.Valid say %v", b, got, want)
 		}
 	})
 }
@@ -85,7 +94,8 @@ func FuzzAppendCompact(f *testing.F) {
 	})
 }
 
-// FuzzWalk checks that on valid JSON the walkers cut out exactly the
+// FuzzWalk checks that on JSON encoding/json accepts (invalid UTF-8 in
+// strings included, which Valid refuses) the walkers cut out exactly the
 // elements and members encoding/json sees.
 func FuzzWalk(f *testing.F) {
 	for _, s := range seeds {
@@ -119,7 +129,7 @@ func FuzzWalk(f *testing.F) {
 		var rebuilt []byte
 		err = EachMember(b, func(k, v []byte) {
 			key, ok := AppendUnescaped(nil, k)
-			if !ok || !Valid(v) {
+			if !ok || !json.Valid(v) || Valid(b) && !Valid(v) {
 				t.Fatalf("EachMember(%q): key %q (%v), value %q", b, k, ok, v)
 			}
 			last[string(key)] = v

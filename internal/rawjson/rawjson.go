@@ -2,8 +2,10 @@
 // iterates the members of an object and the elements of an array as raw
 // byte slices of the input, skips values, decodes and encodes strings, and
 // validates and compacts JSON text, with encoding/json's exact rules where
-// they matter (validity, string escapes, U+FFFD for invalid UTF-8 and lone
-// surrogates, HTML escaping). It also appends a conversation's messages
+// they matter (string escapes, U+FFFD for invalid UTF-8 and lone
+// surrogates, HTML escaping). Validity is encoding/json's made strict:
+// Valid also refuses invalid UTF-8 inside strings, which encoding/json
+// accepts, so that no such text gets past a decoder that checks with it. It also appends a conversation's messages
 // (baton.Message) as request bodies and provider.request payloads carry
 // them. It is Baton's one JSON string encoder.
 //

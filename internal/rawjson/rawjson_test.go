@@ -12,7 +12,7 @@ import (
 
 func TestValid(t *testing.T) {
 	good := []string{
-		`0`, `-0`, `1.5e+10`, `-12.25E-3`, `""`, `"a\"\\\/\b\f\n\r\t\u00e9"`, "\"\xff\xfe\"", ` true `, "\tfalse\n", `null`,
+		`0`, `-0`, `1.5e+10`, `-12.25E-3`, `""`, `"a\"\\\/\b\f\n\r\t\u00e9"`, ` true `, "\tfalse\n", `null`,
 		`[]`, `{}`, `[1,"a",{"b":[null]}]`, ` { "a" : 1 , "b" : [ ] } `, `{"a":{"a":{"a":{}}}}`, `[0.0,1e5,-1E-0]`,
 	}
 	bad := []string{
@@ -27,6 +27,26 @@ func TestValid(t *testing.T) {
 	for _, s := range bad {
 		if Valid([]byte(s)) || json.Valid([]byte(s)) {
 			t.Errorf("Valid(%q) = %v, json.Valid %v; want both false", s, Valid([]byte(s)), json.Valid([]byte(s)))
+		}
+	}
+	// Strict UTF-8: valid multi-byte text and escapes (a lone surrogate
+	// escape included, as encoding/json takes it) pass; invalid UTF-8 in a
+	// string, which encoding/json lets through, does not.
+	utf8Good := []string{
+		`"héllo 日本 🙂"`, `{"ключ":"значение"}`, `"\ud800"`, `"\udfff\ud800"`, "\"\xef\xbf\xbd\"", "\"\xf4\x8f\xbf\xbf\"",
+	}
+	utf8Bad := []string{
+		"\"hi \xff\xfe\"", "\"\x80\"", "\"\xc3\"", "\"\xc3(\"", "\"\xe2\x82\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"",
+		"\"\xf4\x90\x80\x80\"", "\"\xf0\x9f\x99\"", "{\"k\xff\":1}", "[\"ok\",\"\xfe\"]", "{\"a\":{\"b\":[\"\xe9t\xe9\"]}}",
+	}
+	for _, s := range utf8Good {
+		if !Valid([]byte(s)) {
+			t.Errorf("Valid(%q) = false, want true", s)
+		}
+	}
+	for _, s := range utf8Bad {
+		if Valid([]byte(s)) || !json.Valid([]byte(s)) {
+			t.Errorf("Valid(%q) = %v, json.Valid %v; want false and true", s, Valid([]byte(s)), json.Valid([]byte(s)))
 		}
 	}
 }
@@ -211,6 +231,17 @@ func BenchmarkValid(b *testing.B) {
 		b.SetBytes(int64(len(doc)))
 		for b.Loop() {
 			if !json.Valid(doc) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+	// Text that is mostly not ASCII takes the UTF-8 path byte by byte.
+	intl := []byte(`[{"type":"text","text":"Größenänderung läuft — 日本語のテキストを確認します。Проверяю оба файла 🙂"}]`)
+	b.Run("rawjson_utf8", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(intl)))
+		for b.Loop() {
+			if !Valid(intl) {
 				b.Fatal("invalid")
 			}
 		}

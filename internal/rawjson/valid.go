@@ -1,11 +1,18 @@
 package rawjson
 
+import "unicode/utf8"
+
 // maxDepth is how deeply encoding/json lets arrays and objects nest.
 const maxDepth = 10000
 
 // Valid reports whether b is one JSON value, with optional surrounding
-// whitespace, exactly as encoding/json's Valid does: invalid UTF-8 inside
-// strings is accepted, and arrays and objects nest at most 10000 deep.
+// whitespace, as encoding/json's Valid does (arrays and objects nest at
+// most 10000 deep) but strictly: invalid UTF-8 inside a string makes it
+// invalid, as RFC 8259 requires and serde_json decides, where encoding/json
+// would accept it. Valid is therefore json.Valid(b) && utf8.Valid(b): bytes
+// of 0x80 and above are invalid JSON anywhere outside strings. Escapes are
+// not UTF-8 and are checked only for their syntax, as encoding/json does:
+// a lone surrogate escape such as "\ud800" is valid.
 func Valid(b []byte) bool {
 	i, ok := validValue(b, SkipSpace(b, 0), 0)
 	return ok && SkipSpace(b, i) == len(b)
@@ -75,15 +82,37 @@ func validContainer(b []byte, i, depth int, closer byte) (int, bool) {
 	}
 }
 
-// validString validates the string literal at b[i]: no control bytes, and
-// only the escapes JSON defines.
+// plain marks the bytes a string literal holds as they are with nothing
+// to check: printable ASCII but the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// validString validates the string literal at b[i]: no control bytes,
+// only the escapes JSON defines, and valid UTF-8. Plain ASCII costs one
+// table look a byte; a string with a byte of 0x80 or above has the rest
+// from there checked as UTF-8 once, at its end (a quote or a backslash is
+// never part of a UTF-8 sequence, so the escapes in that stretch are
+// plain ASCII to utf8.Valid).
 func validString(b []byte, i int) (int, bool) {
+	high := -1 // where the first byte of 0x80 or above is
 	for i++; i < len(b); {
-		switch c := b[i]; {
+		c := b[i]
+		if plain[c] {
+			i++
+			continue
+		}
+		switch {
 		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return 0, false
+			return i + 1, high < 0 || utf8.Valid(b[high:i])
+		case c >= utf8.RuneSelf:
+			if high < 0 {
+				high = i
+			}
+			i++
 		case c == '\\':
 			if i+1 >= len(b) {
 				return 0, false
@@ -99,8 +128,8 @@ func validString(b []byte, i int) (int, bool) {
 			default:
 				return 0, false
 			}
-		default:
-			i++
+		default: // a control byte
+			return 0, false
 		}
 	}
 	return 0, false
