@@ -18,6 +18,10 @@ import (
 	"go.uber.org/goleak"
 )
 
+// envShellParent makes the test binary an executor process that runs the
+// command in it with Shell and waits (TestShellDiesWithExecutor).
+const envShellParent = "EXECUTOR_TEST_SHELL_PARENT"
+
 func TestMain(m *testing.M) {
 	if cmd := os.Getenv(envShellParent); cmd != "" { // a test's executor process to kill
 		(&Shell{}).Exec(context.Background(), ExecRequest{Command: cmd})

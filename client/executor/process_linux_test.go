@@ -11,10 +11,6 @@ import (
 	"time"
 )
 
-// envShellParent makes the test binary an executor process that runs the
-// command in it with Shell and waits (see TestMain).
-const envShellParent = "EXECUTOR_TEST_SHELL_PARENT"
-
 // TestShellDiesWithExecutor: the shell of a process.exec is killed when
 // the executor's process is (its parent-death signal).
 func TestShellDiesWithExecutor(t *testing.T) {
