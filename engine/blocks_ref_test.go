@@ -1,14 +1,30 @@
 package engine
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
 
 // The encoding/json implementations that blocks.go replaced, kept as the
-// reference its differential tests and benchmarks compare against.
+// reference its differential tests and benchmarks compare against. They
+// decode with strictUnmarshal: JSON text that is not valid UTF-8 is
+// invalid to rawjson.Valid (as to serde_json), where encoding/json takes it.
+
+var errUTF8 = errors.New("invalid UTF-8")
+
+// strictUnmarshal is json.Unmarshal refusing invalid UTF-8.
+func strictUnmarshal(b []byte, v any) error {
+	if !utf8.Valid(b) {
+		return errUTF8
+	}
+	return json.Unmarshal(b, v)
+}
 
 // refBlocks is blocks as encoding/json decodes it.
 func refBlocks(content json.RawMessage) ([]block, bool) {
 	var raws []json.RawMessage
-	if err := json.Unmarshal(content, &raws); err != nil {
+	if err := strictUnmarshal(content, &raws); err != nil {
 		return nil, false
 	}
 	out := make([]block, 0, len(raws))
@@ -24,7 +40,7 @@ func refBlocks(content json.RawMessage) ([]block, bool) {
 // refSetKey is setKey through a map[string]json.RawMessage.
 func refSetKey(obj json.RawMessage, key string, value any) json.RawMessage {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil || m == nil {
+	if strictUnmarshal(obj, &m) != nil || m == nil {
 		return obj
 	}
 	if value == nil {
@@ -73,7 +89,7 @@ func refConcatContent(a, b json.RawMessage) json.RawMessage {
 			continue
 		}
 		var s string
-		if json.Unmarshal(c, &s) == nil && s != "" {
+		if strictUnmarshal(c, &s) == nil && s != "" {
 			all = append(all, mustJSON(map[string]string{"type": "text", "text": s}))
 		}
 	}

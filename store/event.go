@@ -105,7 +105,11 @@ func (db *DB) eventPage(ctx context.Context, limit, maxBytes int, query string, 
 // re-validated here. Every payload Baton appends is built by encoding/json
 // or assembled from values it decoded, and the largest ones — provider
 // requests carrying the whole conversation — would otherwise be scanned
-// once more on every model call.
+// once more on every model call. It must also be valid UTF-8, and that
+// is checked, for every event any method appends (utf8.Valid runs at tens
+// of GB/s over ASCII): the transports refuse invalid UTF-8 at their
+// boundaries, and this keeps a path they miss from storing text that
+// strict decoders of every later events page would reject.
 func (db *DB) Append(ctx context.Context, events ...*baton.Event) error {
 	return db.AppendQueued(ctx, events...)()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
 	"github.com/google/go-cmp/cmp"
@@ -91,6 +92,33 @@ func testAppendUnknownSession(t *testing.T, db *DB) {
 	}
 	if ev.Seq != 2 {
 		t.Errorf("seq after failed append = %d, want 2", ev.Seq)
+	}
+}
+
+// testAppendInvalidUTF8: an event whose payload is not valid UTF-8 (valid
+// JSON to encoding/json) is refused with the rest of its Append, and the
+// events page stays valid UTF-8.
+func testAppendInvalidUTF8(t *testing.T, db *DB) {
+	ctx := context.Background()
+	p := mkProfile(t, db, "p")
+	ck := mkKey(t, db, baton.RoleClient, p.ID)
+	s, _ := mkSession(t, db, ck)
+	before := len(allEvents(t, db, s.ID))
+	bad := &baton.Event{SessionID: s.ID, Type: "client.message.send", Payload: json.RawMessage("{\"role\":\"user\",\"content\":\"hi \xff\xfe\"}")}
+	if err := db.Append(ctx, newEvent(s.ID, "x.ok"), bad); err == nil {
+		t.Fatal("appended a payload that is not valid UTF-8")
+	}
+	evs := allEvents(t, db, s.ID)
+	if len(evs) != before {
+		t.Errorf("part of a refused Append was written: %d events, want %d", len(evs), before)
+	}
+	if err := db.Append(ctx, newEvent(s.ID, "x.after")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range allEvents(t, db, s.ID) {
+		if !utf8.Valid(e.Payload) {
+			t.Errorf("stored payload %q", e.Payload)
+		}
 	}
 }
 

@@ -132,6 +132,7 @@ func testStore(t *testing.T, open func(t testing.TB) *DB) {
 		{"EndSession", testEndSession},
 		{"Append", testAppend},
 		{"AppendUnknownSession", testAppendUnknownSession},
+		{"AppendInvalidUTF8", testAppendInvalidUTF8},
 		{"EventPages", testEventPages},
 		{"EventPageBytes", testEventPageBytes},
 		{"GroupCommit", testGroupCommit},

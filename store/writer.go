@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/baton-engine/baton"
@@ -535,8 +536,12 @@ func (t *wtx) nextSeq(sessionID string) (int64, error) {
 }
 
 // append numbers and inserts one event, filling ID and CreatedAt when
-// they are empty.
+// they are empty. A payload that is not valid UTF-8 is refused: no events
+// page may hold one.
 func (t *wtx) append(e *baton.Event) error {
+	if !utf8.Valid(e.Payload) {
+		return fmt.Errorf("store: %s event payload is not valid UTF-8", e.Type)
+	}
 	seq, err := t.nextSeq(e.SessionID)
 	if err != nil {
 		return err
