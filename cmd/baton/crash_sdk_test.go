@@ -553,7 +553,7 @@ func checkSeen(t *testing.T, cs *crashSession, log []client.Event, life int) {
 }
 
 // adminEvents reads a session's whole log through the admin events API.
-func adminEvents(t *testing.T, adminURL, adminKey, sid string) []client.Event {
+func adminEvents(t testing.TB, adminURL, adminKey, sid string) []client.Event {
 	t.Helper()
 	var out []client.Event
 	cursor := ""

@@ -445,24 +445,7 @@ func sendRaw(t testing.TB, ctx context.Context, sess *client.Session, content an
 // loopEvents reads a session's whole log through the admin API.
 func loopEvents(t testing.TB, s *server, sid string) []client.Event {
 	t.Helper()
-	var out []client.Event
-	cursor := ""
-	for {
-		r := call(t, "GET", s.adminURL+"/admin/v1/sessions/"+sid+"/events?limit=200&cursor="+cursor, s.adminKey, nil)
-		mustStatus(t, r, 200)
-		var page struct {
-			Items []client.Event `json:"items"`
-			Next  *string        `json:"next_cursor"`
-		}
-		if err := json.Unmarshal(r.body, &page); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, page.Items...)
-		if page.Next == nil {
-			return out
-		}
-		cursor = *page.Next
-	}
+	return adminEvents(t, s.adminURL, s.adminKey, sid)
 }
 
 // loopState is the session's state as the admin API lists it.
