@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Events of registered session clients (spec/clients.md).
+// Events of registered session clients (docs/api.md, registered session clients).
 const (
 	EventClientRegister   = "session.client.register"
 	EventClientTools      = "session.client.tools"
@@ -24,7 +24,7 @@ const (
 	ClientGoneClosed  = "session_closed" // the session closed (Baton)
 )
 
-// Limits of a client registration (seed 001).
+// Limits of a client registration (the registered-clients contract, docs/api.md).
 const (
 	MaxClientNameLen         = 32
 	MaxClientTools           = 64

@@ -11,7 +11,7 @@ const (
 	ExecutorScopeMachine     = "machine"     // one host serving a shell and/or a brain
 )
 
-// Executor credential and token plaintext prefixes (spec/executor.md).
+// Executor credential and token plaintext prefixes (bma.executor.v1.1).
 const (
 	ExecutorCredentialPrefix = "bae_exc_"
 	ExecutorTokenPrefix      = "bae_ext_"

@@ -7,7 +7,7 @@ import (
 )
 
 // Brains: a profile with Brain{Type: BrainExecutor} runs its turns on the
-// agent loop of an executor of its machine (spec/executor.md, "How
+// agent loop of an executor of its machine (bma.executor.v1.1, "How
 // executors serve sessions"). The engine drives the turns through Brains;
 // the executor side reports back through AgentSink; the model gateway gets
 // each turn's credentials through TurnCredentials and asks the engine

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Event types of executor tool calls (spec/executor.md, "How executors
+// Event types of executor tool calls (bma.executor.v1.1, "How executors
 // serve sessions"); the outcome is also logged as the usual tool.result
 // with dispatch "executor".
 const (

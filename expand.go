@@ -17,7 +17,7 @@ func (e *UnsetVarError) Error() string {
 }
 
 // ExpandVars replaces every ${NAME} in s with the value lookup returns for
-// NAME (bae-config.toml templates, spec-admin §5.2). A '$' not followed by
+// NAME (bae-config.toml templates, BAE's admin API). A '$' not followed by
 // '{' is kept literally. A "${" without a closing '}' fails with
 // ErrUnterminatedVar; a variable lookup does not know fails with an
 // *UnsetVarError; a nil lookup knows no variable. Errors never

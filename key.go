@@ -17,7 +17,7 @@ const (
 	RoleAdmin   KeyRole = "admin"   // the admin port
 )
 
-// Key plaintext prefixes (spec-client §1.1).
+// Key plaintext prefixes (BAE's client API).
 const (
 	ClientKeyPrefix  = "bae_"
 	SessionKeyPrefix = "bae_ses_"

@@ -23,7 +23,7 @@ type Profile struct {
 	SystemPrompt       string // Baton extension; empty means none
 	MaxIterations      int    // Baton extension; 0 means DefaultMaxIterations
 	// ExecutorEnvironments lists the environments whose tool executors
-	// serve the profile's sessions (Baton extension; spec/executor.md).
+	// serve the profile's sessions (Baton extension; bma.executor.v1.1).
 	ExecutorEnvironments []string
 	// Brain says who runs the profile's turns (Baton extension); the zero
 	// value is the server's own provider loop.

@@ -127,16 +127,16 @@ type ProviderSummary struct {
 // SessionService runs the session lifecycle for the client port and the
 // admin port.
 type SessionService interface {
-	// Open creates a session for clientKey (spec-client §2.2).
+	// Open creates a session for clientKey (BAE's client API).
 	Open(ctx context.Context, clientKey *Key, req *OpenRequest) (*OpenResult, error)
-	// Join adds clientKey to an open session (spec-client §2.3).
+	// Join adds clientKey to an open session (BAE's client API).
 	Join(ctx context.Context, clientKey *Key, sessionID string, req *OpenRequest) (*OpenResult, error)
 	// CloseSession closes the session sessionKey is bound to
-	// (spec-client §2.7).
+	// (BAE's client API).
 	CloseSession(ctx context.Context, sessionKey *Key) error
 	// Participants returns the sorted client key ids of registered drivers.
 	Participants(ctx context.Context, sessionID string) ([]string, error)
 	// RevokeClientKey revokes a client key with the cascade of
-	// spec-admin §2.2.
+	// BAE's admin API
 	RevokeClientKey(ctx context.Context, id string) error
 }

@@ -92,7 +92,7 @@ type TurnService interface {
 }
 
 // SandboxService runs the sandbox and subagent methods of the session loop
-// (spec-client §5.4–5.5). Params are the raw JSON-RPC params; results are
+// (BAE's client API–5.5). Params are the raw JSON-RPC params; results are
 // JSON-ready values.
 type SandboxService interface {
 	StartRemoteSandbox(ctx context.Context, key *Key, params json.RawMessage) (any, error)

@@ -1,7 +1,7 @@
 // Package adminapi serves Baton's admin port: BAE's /admin/v1 REST API for
 // profiles, client keys, sessions and their events, the provider and MCP
 // registries, the redacted configuration and sandbox image status
-// (spec-admin §2).
+// (BAE's admin API).
 //
 // Every /admin/v1 route authenticates the admin bearer token before it
 // reads anything else, unless authentication is disabled (Options.Auth

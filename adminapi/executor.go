@@ -10,7 +10,7 @@ import (
 	"github.com/baton-engine/baton/internal/httpx"
 )
 
-// Executor administration (spec/executor.md): environments and machines,
+// Executor administration (bma.executor.v1.1): environments and machines,
 // and the credentials executors exchange for tokens. Environments and
 // machines have the same shape and the same routes, so one set of
 // handlers serves both, parameterised by an owner.

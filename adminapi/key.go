@@ -35,7 +35,7 @@ type keyView struct {
 	LastUsedAt *string  `json:"last_used_at"`
 }
 
-// createKey is POST /admin/v1/keys (spec-admin §2.2): name and profile_id
+// createKey is POST /admin/v1/keys (BAE's admin API): name and profile_id
 // must be strings (422 rejection); then a blank name, then bad scopes are
 // 400; then a missing profile is 422 profile_unavailable.
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -135,7 +135,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteKey is DELETE /admin/v1/keys/{id}: revocation with the cascade of
-// spec-admin §2.2, run by the session service.
+// BAE's admin API, run by the session service.
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := s.opts.Sessions.RevokeClientKey(r.Context(), id); err != nil {

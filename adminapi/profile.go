@@ -169,7 +169,7 @@ func profileError(err error, id string) error {
 	return err
 }
 
-// decodeProfile validates a POST or PUT profile body (spec-admin §2.1).
+// decodeProfile validates a POST or PUT profile body (BAE's admin API).
 // name and primary_provider must be strings (else a 422 rejection); the
 // other checks are 400 bad_request in this order: name, primary_provider,
 // fallback_providers, mcp_servers, allowed_tools, available_sandboxes,

@@ -125,8 +125,8 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h httpx.HandlerFunc)
 	mux.Handle(pattern, httpx.Handle(s.log, h))
 }
 
-// authenticated checks the admin bearer token before next runs (spec-admin
-// §1), for every request, as BAE's router-wide layer does: without a valid
+// authenticated checks the admin bearer token before next runs (BAE's admin API)
+// for every request, as BAE's router-wide layer does: without a valid
 // token an unknown path or a wrong method is 401 too, not 404 or 405. A bad
 // header or an unknown token is 401; a lookup failure is 500 "admin
 // authentication failed".

@@ -18,7 +18,7 @@ type sessionView struct {
 	ClosedAt      *string            `json:"closed_at"`
 }
 
-// listSessions is GET /admin/v1/sessions?state=… (spec-admin §2.3),
+// listSessions is GET /admin/v1/sessions?state=… (BAE's admin API),
 // including the error-state audit rows of failed opens. The limit is checked
 // before the state filter, as in BAE (the cursor, which the store decodes,
 // after it).

@@ -45,7 +45,7 @@ type hashFile struct {
 	Name    json.RawMessage `json:"name"` // absent: ProvisionedKeyName; null is an error
 }
 
-// Bootstrap makes sure the admin port has a credential, as spec-admin §1.1
+// Bootstrap makes sure the admin port has a credential, as BAE's admin API
 // prescribes for every start (after migrations, before listening).
 func Bootstrap(ctx context.Context, keys baton.KeyStore, opts BootstrapOptions) error {
 	log := opts.Logger

@@ -1,6 +1,6 @@
 // Package auth checks Baton's credentials: client and session keys on the
 // client port, admin keys on the admin port, and the admin key bootstrap that
-// runs at every start (spec-client §1, spec-admin §1).
+// runs at every start (BAE's client API, BAE's admin API).
 //
 // Client and session keys carry 192 random bits and are stored as SHA-256
 // digests, so a request costs one hash, a map lookup and a constant-time

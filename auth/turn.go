@@ -16,7 +16,7 @@ const (
 	ToolsTokenPrefix = "bae_tlt_"
 )
 
-// DefaultTurnTokenTTL is the lifetime of model and tools tokens (seed 003:
+// DefaultTurnTokenTTL is the lifetime of model and tools tokens (bma.executor.v1.1:
 // valid 1 hour).
 const DefaultTurnTokenTTL = time.Hour
 

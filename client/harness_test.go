@@ -323,7 +323,7 @@ func TestSendProvidersFailed(t *testing.T) {
 }
 
 // TestSendOtherFailureNotProvidersFailed: loop_limit ends the turn with the
-// same text but is not ProvidersFailedError (spec-client §5.2).
+// same text but is not ProvidersFailedError (BAE's client API).
 func TestSendOtherFailureNotProvidersFailed(t *testing.T) {
 	f := newFake(t)
 	f.on("session.sendMessage", func(n *ndjson, c rpcCall) {

@@ -66,7 +66,7 @@ type Traces struct {
 }
 
 // Metrics is [telemetry.metrics]. Disabled names metrics, from the closed
-// set of spec-admin §5.1, that are not exported.
+// set of BAE's admin API, that are not exported.
 type Metrics struct {
 	Enabled  bool
 	Disabled []string

@@ -206,7 +206,7 @@ func TestParseAcceptedEdgeCases(t *testing.T) {
 	}
 }
 
-// TestParseErrors has one row per validation rule of spec-admin §5.1 and
+// TestParseErrors has one row per validation rule of BAE's admin API and
 // per unknown-key rule, each checked with its position.
 func TestParseErrors(t *testing.T) {
 	const stdio = "[[mcp.servers]]\nname = 'fs'\ntransport = 'stdio'\ncommand = 'npx'\n"

@@ -58,7 +58,7 @@ func syntaxError(err error) *Error {
 }
 
 // parser turns the generic decoding of a document into a File, checking
-// every rule of spec-admin §5.1.
+// every rule of BAE's admin API
 type parser struct {
 	data   []byte
 	lookup func(string) (string, bool)
@@ -302,7 +302,7 @@ func (p *parser) providers(v any) ([]baton.ProviderEntry, error) {
 	}
 	seen := map[string]string{}
 	for i, e := range entries {
-		// Unknown keys of provider entries are ignored (spec-admin §9).
+		// Unknown keys of provider entries are ignored (BAE's admin API).
 		pe, err := p.provider(sec.key("entries").index(i), e, seen)
 		if err != nil {
 			return nil, err

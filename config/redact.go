@@ -7,7 +7,7 @@ import (
 )
 
 // Redaction replaces every secret in the redacted snapshot: eight U+2022
-// bullets, whatever the value (spec-admin §2.4).
+// bullets, whatever the value (BAE's admin API).
 const Redaction = "••••••••"
 
 // The snapshot served by GET /admin/v1/config. Field order is the wire

@@ -122,7 +122,7 @@ func (a *actor) loadLocked(ctx context.Context) error {
 	return nil
 }
 
-// admit puts t through the gate (spec-client §7): the owner resumes its
+// admit puts t through the gate (BAE's client API): the owner resumes its
 // parked turn at once; anyone may reclaim an expired or cancelled parked
 // turn ahead of the queue; an idle session starts t; otherwise t queues,
 // and queued says so, unless the queue is full.

@@ -12,7 +12,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Brain sessions (spec/executor.md, "How executors serve sessions"): a
+// Brain sessions (bma.executor.v1.1, "How executors serve sessions"): a
 // profile with brain {type:"executor", machine_id} runs its turns on an
 // agent executor of that machine through baton.Brains, not on the
 // provider loop.

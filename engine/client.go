@@ -8,7 +8,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Registered session clients (spec/clients.md): the durable part lives in
+// Registered session clients (docs/api.md, registered session clients): the durable part lives in
 // the ClientStore; this file keeps each client's runtime — its unanswered
 // calls and open calls streams — and implements baton.ClientService.
 

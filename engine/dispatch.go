@@ -27,7 +27,7 @@ func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessag
 }
 
 // dispatchSandbox runs an Auto-mode sandbox tool: input.command in the
-// session's remote sandbox, never pausing the turn (spec-engine §4.2).
+// session's remote sandbox, never pausing the turn (BAE's engine).
 func (tc *turnCtx) dispatchSandbox(u toolUse) (json.RawMessage, error) {
 	id, actor := tc.a.id, tc.t.actor
 	var in struct {

@@ -274,7 +274,7 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 		a.sandbox = nil
 		a.mu.Unlock()
 		a.close()
-		e.endSubagents(ctx, sessionID, actor) // before the sandbox stops (spec-client §2.7)
+		e.endSubagents(ctx, sessionID, actor) // before the sandbox stops (BAE's client API)
 		if sb != nil && sb.id != "" {
 			if err := e.stopSandbox(ctx, sessionID, actor, sb, "session_close"); err != nil {
 				e.log.Warn("stop sandbox at close", "session_id", sessionID, "err", err)

@@ -12,7 +12,7 @@ import (
 )
 
 // dispatchExecutor marks calls served by the executors of an environment
-// the profile lists in executor_environments (spec/executor.md).
+// the profile lists in executor_environments (bma.executor.v1.1).
 const dispatchExecutor = "executor"
 
 // progressEvery is the least time between two stored progress reports of

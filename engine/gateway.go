@@ -9,7 +9,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// The engine side of a brain's access to the server (spec/executor.md,
+// The engine side of a brain's access to the server (bma.executor.v1.1,
 // Brain): a brain executor runs its own agent loop on its machine and
 // reaches back for model calls (the model gateway) and for the session's
 // server-side tools (over MCP). Both run as part of the brain's turn:

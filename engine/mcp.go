@@ -74,7 +74,7 @@ func (tc *turnCtx) withMCP(prof *baton.Profile, ts *toolset) *toolset {
 }
 
 // dispatchMCP runs a call routed to MCP on the server that owns the name
-// (spec-engine §4.1). Without a route the result is the documented error.
+// (BAE's engine). Without a route the result is the documented error.
 // Failures are error results; the turn continues.
 func (tc *turnCtx) dispatchMCP(u toolUse, ts *toolset) (json.RawMessage, error) {
 	id, actor := tc.a.id, tc.t.actor

@@ -11,13 +11,13 @@ import (
 // call whose turn was abandoned or cancelled.
 const abandonedText = "Client tool call was abandoned before returning a result."
 
-// mergeError is a resume that cannot be merged (spec-client §8).
+// mergeError is a resume that cannot be merged (BAE's client API).
 type mergeError string
 
 func (e mergeError) Error() string { return string(e) }
 
 // resumeContent builds the user content that continues a paused turn
-// (spec-client §8): strict merge, or abandonment synthesis when the turn
+// (BAE's client API): strict merge, or abandonment synthesis when the turn
 // was reclaimed after its deadline, cancelled, or given up voluntarily by
 // its owner.
 func resumeContent(p *parked, role string, content json.RawMessage, reclaimed bool) (json.RawMessage, error) {

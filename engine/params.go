@@ -50,7 +50,7 @@ func stringValue(raw []byte) (string, bool) {
 
 // parseMessage validates sendMessage's message param as BAE reads it,
 // {role?: string, content: any JSON} with role defaulting to "user"
-// (spec-client §5.2 step 3). Like serde, it also takes the array form
+// (BAE's client API step 3). Like serde, it also takes the array form
 // [role, content].
 func parseMessage(raw json.RawMessage) (baton.Message, error) {
 	if raw == nil {
@@ -101,7 +101,7 @@ func parseMessage(raw json.RawMessage) (baton.Message, error) {
 
 // parseClientTools validates updateClientTools' tools param as BAE reads
 // it, an array of {name: string, description?: string|null,
-// input_schema?: any} with non-blank names (spec-client §5.5). serde would
+// input_schema?: any} with non-blank names (BAE's client API). serde would
 // also take a tool as the array [name, description, input_schema], which
 // BAE then stores and advertises as that array; Baton refuses it.
 func parseClientTools(raw json.RawMessage) ([]baton.ToolDef, error) {

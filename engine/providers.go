@@ -15,7 +15,7 @@ import (
 )
 
 // callProviders walks the profile's provider chain for one iteration
-// (spec-client §10). It returns the canonical reply content, or a
+// (BAE's client API). It returns the canonical reply content, or a
 // terminal result when every provider failed or the turn was cancelled.
 func (tc *turnCtx) callProviders(prof *baton.Profile, cv *convo, tools []json.RawMessage) (json.RawMessage, *baton.TurnResult) {
 	e, id, actor := tc.e, tc.a.id, tc.t.actor
@@ -312,7 +312,7 @@ func requestPayload(attempt int, kind string, entry *baton.ProviderEntry, maxTok
 }
 
 // tokenError words a failure to resolve an auth_token template as BAE
-// does (spec-client §10).
+// does (BAE's client API).
 func tokenError(err error) string {
 	var unset *baton.UnsetVarError
 	switch {

@@ -38,7 +38,7 @@ func (e *Engine) driverGate(key *baton.Key, method string) (*actor, error) {
 }
 
 // RegisterDriver registers the caller as a driver of its session
-// (spec-client §5.1). Only the first registration of a key logs events.
+// (BAE's client API). Only the first registration of a key logs events.
 func (e *Engine) RegisterDriver(ctx context.Context, key *baton.Key) error {
 	s, err := e.openSession(ctx, key.Name)
 	if err != nil {
@@ -81,7 +81,7 @@ func (e *Engine) imageStatus(p *baton.Profile) []baton.ImageStatus {
 	return out
 }
 
-// SendMessage queues a turn on the session's gate (spec-client §5.2). The
+// SendMessage queues a turn on the session's gate (BAE's client API). The
 // turn runs on the engine's goroutine; the returned Turn lets the caller
 // watch it.
 func (e *Engine) SendMessage(ctx context.Context, key *baton.Key, message json.RawMessage, opts baton.SendOptions) (*baton.Turn, error) {
@@ -148,7 +148,7 @@ func (e *Engine) CancelTurn(ctx context.Context, key *baton.Key) error {
 	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, baton.EventTurnCancel, map[string]any{"state": state}))
 }
 
-// UpdateClientTools replaces the caller's client tools (spec-client §5.5);
+// UpdateClientTools replaces the caller's client tools (BAE's client API);
 // they take effect from its next turn.
 func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json.RawMessage) error {
 	if _, err := e.driverGate(key, "session.updateClientTools"); err != nil {
@@ -241,11 +241,11 @@ func (fs *feeds) unsubscribe(h baton.Hub, id string) {
 // replayChunk is how many events a replay reads at a time.
 const replayChunk = 200
 
-// Subscribe opens a session.subscribe feed (spec-client §9): it
+// Subscribe opens a session.subscribe feed (BAE's client API): it
 // subscribes to the live feed first, then replays what followed
 // sinceEventID, then goes live without a gap or a duplicate at the seam.
 // On a closed session it replays and then ends; a session in state error
-// still takes events (spec-client §9), so its feed stays live.
+// still takes events (BAE's client API), so its feed stays live.
 func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID string, deltas bool) (*baton.Feed, error) {
 	id := key.Name
 	end, sub, err := e.feeds.subscribe(e.hub, id)

@@ -23,8 +23,8 @@ func invalid(format string, args ...any) error {
 	return baton.Errorf(baton.ECodeInvalidParams, "Invalid params: "+format, args...)
 }
 
-// StartRemoteSandbox starts the session's remote sandbox (spec-client
-// §5.4): one per session, from an image the profile allows.
+// StartRemoteSandbox starts the session's remote sandbox (BAE's client API):
+// one per session, from an image the profile allows.
 func (e *Engine) StartRemoteSandbox(ctx context.Context, key *baton.Key, params json.RawMessage) (any, error) {
 	a, err := e.driverGate(key, "session.startRemoteSandbox")
 	if err != nil {
@@ -288,7 +288,7 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 }
 
 // CancelSubagent cancels a running remote subagent of the session
-// (spec-client §5.5); a finished one stays tracked until it is reported.
+// (BAE's client API); a finished one stays tracked until it is reported.
 func (e *Engine) CancelSubagent(_ context.Context, key *baton.Key, params json.RawMessage) (any, error) {
 	if _, err := e.driverGate(key, "session.cancelSubagent"); err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func payloadOf(req *baton.OpenRequest) openPayload {
 }
 
 // Open creates a session for clientKey, running the checks of
-// spec-client §2.2 in order.
+// BAE's client API in order.
 func (e *Engine) Open(ctx context.Context, clientKey *baton.Key, req *baton.OpenRequest) (*baton.OpenResult, error) {
 	prof, entry, err := e.resolveProfile(ctx, clientKey, req)
 	if err != nil {
@@ -68,7 +68,7 @@ func (e *Engine) Open(ctx context.Context, clientKey *baton.Key, req *baton.Open
 	return &baton.OpenResult{SessionID: s.ID, SessionKey: plain, Profile: summary(prof, entry)}, nil
 }
 
-// Join adds clientKey to an open session (spec-client §2.3).
+// Join adds clientKey to an open session (BAE's client API).
 func (e *Engine) Join(ctx context.Context, clientKey *baton.Key, sessionID string, req *baton.OpenRequest) (*baton.OpenResult, error) {
 	s, err := e.store.Session(ctx, sessionID)
 	if err != nil {
@@ -105,8 +105,8 @@ func (e *Engine) Join(ctx context.Context, clientKey *baton.Key, sessionID strin
 }
 
 // resolveProfile loads the client key's profile and its primary provider.
-// Either failing records an audit session in state error (spec-client
-// §2.2 checks 2 and 3).
+// Either failing records an audit session in state error (BAE's client API
+// checks 2 and 3).
 func (e *Engine) resolveProfile(ctx context.Context, clientKey *baton.Key, req *baton.OpenRequest) (*baton.Profile, *baton.ProviderEntry, error) {
 	prof, err := e.store.Profile(ctx, clientKey.ProfileID)
 	if baton.ErrorCode(err) == baton.ECodeNotFound {
@@ -153,7 +153,7 @@ func (e *Engine) audit(ctx context.Context, clientKey *baton.Key, req *baton.Ope
 	}
 }
 
-// CloseSession closes the session bound to sessionKey (spec-client §2.7). The
+// CloseSession closes the session bound to sessionKey (BAE's client API). The
 // session.close event is attributed to the session's creator.
 func (e *Engine) CloseSession(ctx context.Context, sessionKey *baton.Key) error {
 	id := sessionKey.Name
@@ -178,7 +178,7 @@ func (e *Engine) CloseSession(ctx context.Context, sessionKey *baton.Key) error 
 }
 
 // RevokeClientKey revokes a client key and its session keys, closing every
-// open session left without an active participant (spec-admin §2.2).
+// open session left without an active participant (BAE's admin API).
 func (e *Engine) RevokeClientKey(ctx context.Context, id string) error {
 	closed, err := e.store.RevokeClientKey(ctx, id, func(sessionID string) *baton.Event {
 		return baton.NewEvent(sessionID, id, baton.EventSessionClose, map[string]string{"reason": "client_key_revoked"})

@@ -13,7 +13,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Remote subagents (spec-engine §8.1): a model calls a launch tool a client
+// Remote subagents (BAE's engine): a model calls a launch tool a client
 // declared in subagent_tools, and the engine runs the harness's command in
 // the session's remote sandbox on a goroutine it owns. The turn does not
 // wait: the model polls remote_subagent_status, which reports a finished
@@ -45,7 +45,7 @@ const (
 	eventAgentCancelled = "session.subagent.cancelled"
 )
 
-// statusToolDef is the status tool as the provider sees it (spec-engine §6).
+// statusToolDef is the status tool as the provider sees it (BAE's engine).
 var statusToolDef = json.RawMessage(`{"name":"remote_subagent_status","description":"Check the status of subagents launched with launch_subagent. Pass a subagent_id to query one subagent, or omit it to list all tracked subagents. A subagent that has finished is reported with its captured output exactly once.","input_schema":{"type":"object","properties":{"subagent_id":{"type":"string","description":"The subagent to query. Omit to report every tracked subagent."}},"required":[],"additionalProperties":false}}`)
 
 // Why a subagent's context ended.
@@ -141,7 +141,7 @@ func (s *subagents) tracked(sessionID string) bool {
 	return s.sessions[sessionID] != nil
 }
 
-// add starts tracking ag unless a launch check fails (spec-engine §8.1
+// add starts tracking ag unless a launch check fails (BAE's engine
 // steps 3–5), in which case it returns the in-band error. The checks and
 // the insert are one step, so parallel launches cannot pass the cap.
 func (s *subagents) add(a *actor, ag *subagent, image, tool string) string {
@@ -389,7 +389,7 @@ func (tc *turnCtx) dispatchSubagent(u toolUse, ts *toolset) (json.RawMessage, er
 	return toolResult(u.ID, content, isErr), err
 }
 
-// launch starts a subagent (spec-engine §8.1 steps 1–7) and returns its
+// launch starts a subagent (BAE's engine steps 1–7) and returns its
 // started acknowledgement without waiting for it.
 func (tc *turnCtx) launch(u toolUse, decls []baton.SubagentToolDef) (any, bool, error) {
 	e, sid := tc.e, tc.a.id
@@ -521,7 +521,7 @@ func (e *Engine) logEnd(sessionID string, ag *subagent, o *outcome) {
 }
 
 // cancelSubagent is session.cancelSubagent once its params are checked
-// (spec-client §5.5).
+// (BAE's client API).
 func (e *Engine) cancelSubagent(sessionID, actor, id string) (any, error) {
 	ag, tracked, wasRunning := e.subs.cancel(sessionID, id)
 	if !tracked {

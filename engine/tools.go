@@ -7,7 +7,7 @@ import (
 )
 
 // toolset is what one turn advertises and how it routes each name: the
-// acting driver's client, sandbox and subagent tools (spec-engine §1, §3).
+// acting driver's client, sandbox and subagent tools (BAE's engine).
 // Every advertised name belongs to exactly one dispatcher.
 type toolset struct {
 	defs     []json.RawMessage

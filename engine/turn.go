@@ -187,7 +187,7 @@ func (e *Engine) runTurn(a *actor, t *turnRun) {
 	t.finishWith(res)
 }
 
-// run is the turn: spec-client §5.2 steps 5–11 and spec-engine §1.
+// run is the turn: BAE's client API steps 5–11 and BAE's engine
 func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	e, t, id := tc.e, tc.t, tc.a.id
 	s, err := e.sessionRow(tc.wctx, id)

@@ -7,7 +7,7 @@ import (
 	"github.com/baton-engine/baton/internal/serde"
 )
 
-// checkDeclarations runs spec-client §2.2 checks 4–6 on an open or join
+// checkDeclarations runs BAE's client API checks 4–6 on an open or join
 // request: reserved names, the tool allowlist, then subagent declarations.
 func checkDeclarations(p *baton.Profile, req *baton.OpenRequest) error {
 	for _, list := range [][]baton.ToolDef{req.Tools, req.SandboxTools} {
@@ -26,7 +26,7 @@ func checkDeclarations(p *baton.Profile, req *baton.OpenRequest) error {
 }
 
 // checkSubagentTools validates remote subagent declarations
-// (spec-client §2.4), with BAE's detail texts. PromptVia must already be
+// (BAE's client API), with BAE's detail texts. PromptVia must already be
 // defaulted to "stdin".
 func checkSubagentTools(tools []baton.SubagentToolDef) error {
 	invalid := func(msg string) error { return baton.Errorf(baton.ECodeInvalidSubagentTools, "%s", msg) }

@@ -12,7 +12,7 @@ import (
 
 // agentLocked finds the agent session a message from c is about: it must
 // be one of c's executor's, and epoch (when positive) its current one —
-// an older epoch is a stale owner's (spec/executor.md "Leases"), -32013;
+// an older epoch is a stale owner's (bma.executor.v1.1 "Leases"), -32013;
 // the register that resumed the session told the executor the new one.
 func (c *conn) agentLocked(sessionID string, epoch int64) (*agentSession, *proto.Error) {
 	h := c.hub

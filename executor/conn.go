@@ -95,7 +95,7 @@ func (c *conn) handle(ctx context.Context, f *proto.Frame) (any, error) {
 
 // unregistered refuses a message on a connection that is not registered:
 // its error e (the protocol's answer to a malformed message), or -32600
-// saying what is missing, then close 4002 (spec/executor.md "First
+// saying what is missing, then close 4002 (bma.executor.v1.1 "First
 // frame"). It is nil once the connection is registered. It is also the
 // peer's Invalid hook, for the messages the handler never sees.
 func (c *conn) unregistered(e *proto.Error) *proto.Reply {
@@ -363,7 +363,7 @@ func (c *conn) capabilities(_ context.Context, f *proto.Frame) (any, error) {
 }
 
 // closeByExecutor serves executor.close: the executor is leaving for
-// good (seed 003: the side that receives executor.close stops), so its
+// good (bma.executor.v1.1: the side that receives executor.close stops), so its
 // sessions do not wait the resume window — their bindings end at once
 // with ErrExecutorClosed and their next calls bind to another executor.
 func (c *conn) closeByExecutor(context.Context, *proto.Frame) (any, error) {

@@ -1,5 +1,5 @@
 // Package executor is the harness side of the executor protocol
-// bma.executor.v1.1 (seed 003, spec/executor.md): executors — processes
+// bma.executor.v1.1 (bma.executor.v1.1, bma.executor.v1.1): executors — processes
 // on other machines offering tools, a shell or a brain — connect out to
 // Baton over WebSocket, and the Hub keeps them.
 //

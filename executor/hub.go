@@ -62,7 +62,7 @@ type Options struct {
 	Clock        Clock // nil is the real clock
 	// Restartable makes Close a restart rather than a retirement: it
 	// drains and closes every connection with 1001 but sends no
-	// executor.close, on which executors stop for good (seed 003), so
+	// executor.close, on which executors stop for good (bma.executor.v1.1), so
 	// they reconnect — to this server once it is back, or to another
 	// node — and resume.
 	Restartable bool

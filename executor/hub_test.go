@@ -118,7 +118,7 @@ func TestFirstFrameMustBeRegister(t *testing.T) {
 
 // TestBadFirstFrame: whatever the first message is, unless it is a
 // well-formed executor.register, it is answered with an error and the
-// connection is closed with 4002 (spec/executor.md "First frame") — also
+// connection is closed with 4002 (bma.executor.v1.1 "First frame") — also
 // when the peer's decoder, not the connection, is the one to refuse it.
 func TestBadFirstFrame(t *testing.T) {
 	e := newEnv(t)

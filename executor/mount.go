@@ -11,10 +11,10 @@ import (
 	"github.com/baton-engine/baton/executor/proto"
 )
 
-// Session files on machine executors (seed 003 fs.mount / fs.unmount,
-// spec/executor.md "Files and artifacts"). When the hub has
+// Session files on machine executors (bma.executor.v1.1 fs.mount / fs.unmount,
+// bma.executor.v1.1 "Files and artifacts"). When the hub has
 // Options.Files and an executor declared capabilities.fs {fuse: true}
-// (seed 003: fs.mount needs the capability fs.fuse), the hub sends
+// (bma.executor.v1.1: fs.mount needs the capability fs.fuse), the hub sends
 // fs.mount with views of a Baton session's files:
 //
 //   - a remote shell (Shell.StartFor) right after session.ready, again
@@ -280,7 +280,7 @@ func workdir(views []proto.FsView) string {
 }
 
 // fuse reports whether caps declare fs.fuse, the capability fs.mount and
-// fs.unmount need (seed 003); fs {fuse: false} does not.
+// fs.unmount need (bma.executor.v1.1); fs {fuse: false} does not.
 func fuse(caps proto.Capabilities) bool { return caps.FS != nil && caps.FS.Fuse }
 
 // WorkspaceView is the name of the default view of a session's files.

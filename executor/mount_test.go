@@ -308,7 +308,7 @@ func TestAgentUnmountAfterResume(t *testing.T) {
 	}
 }
 
-// TestMountNeedsFuse: fs.mount needs the capability fs.fuse (seed 003):
+// TestMountNeedsFuse: fs.mount needs the capability fs.fuse (bma.executor.v1.1):
 // an executor declaring fs {fuse: false} gets no fs.mount, neither for a
 // remote shell nor for a brain, and a brain's turn.start names no
 // workspace.

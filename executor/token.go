@@ -8,13 +8,13 @@ import (
 	"github.com/baton-engine/baton/executor/proto"
 )
 
-// Reasons of the -32012 answers of the token refreshes (seed 003).
+// Reasons of the -32012 answers of the token refreshes (bma.executor.v1.1).
 const (
 	ReasonModelTokenUnavailable = "model_token_unavailable"
 	ReasonToolsTokenUnavailable = "tools_token_unavailable"
 )
 
-// model_token.refresh and tools_token.refresh (seed 003): a brain asks for
+// model_token.refresh and tools_token.refresh (bma.executor.v1.1): a brain asks for
 // fresh credentials of its running turn. A token is signed only while the
 // turn is active, for a session routed to the asking executor's machine
 // as its brain machine (its agent session on this executor), and — for

@@ -1,5 +1,5 @@
 // Package filearea is the domain of session files and artifacts
-// (spec/executor.md, "Files and artifacts"): the rules a file path must
+// (bma.executor.v1.1, "Files and artifacts"): the rules a file path must
 // follow, the records the store keeps, the limits, the grants of the view
 // tokens that let an executor reach a session's files, and the Minter that
 // builds the views fs.mount sends.

@@ -1,5 +1,5 @@
 // Package gateway serves a brain executor's way back into its session on
-// the client port (spec/executor.md, Brain): the model gateway and the
+// the client port (bma.executor.v1.1, Brain): the model gateway and the
 // session's tools over MCP.
 //
 // The model gateway takes Anthropic Messages requests at

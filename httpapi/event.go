@@ -7,7 +7,7 @@ import (
 	"github.com/baton-engine/baton/wire"
 )
 
-// events is GET /api/v1/sessions/{id}/events (spec-client §2.5): the query
+// events is GET /api/v1/sessions/{id}/events (BAE's client API): the query
 // string is parsed first (framework), then the session key, then the limit.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q, err := httpx.ParsePageQuery(r)

@@ -13,7 +13,7 @@ type tokenBody struct {
 	ExpiresAt string `json:"expires_at"`
 }
 
-// executorRoutes registers the executor token exchange (spec/executor.md):
+// executorRoutes registers the executor token exchange (bma.executor.v1.1):
 // one route per scope and BAE's legacy alias, which takes environment
 // credentials only and scopes the token to the credential's environment.
 // Without a token service there are none.

@@ -20,7 +20,7 @@ const (
 	HeaderFileUpdatedAt = "File-Updated-At" // baton.TimeLayout
 )
 
-// fileRoutes registers the session file routes (spec/executor.md, "Files
+// fileRoutes registers the session file routes (bma.executor.v1.1, "Files
 // and artifacts"): the client's REST routes, the artifact routes, and the
 // executor file service. Without a file store there are none.
 func (s *Server) fileRoutes(mux *http.ServeMux) {

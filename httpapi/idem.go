@@ -11,7 +11,7 @@ import (
 const v1Sessions = "/v1/sessions/"
 
 // idemCaller names the caller and the route of a request covered by
-// Idempotency-Key (spec/clients.md: "the authenticated caller (key id)
+// Idempotency-Key (docs/api.md, registered session clients: "the authenticated caller (key id)
 // plus method and route"). The caller is the id of the key the token
 // authenticates — a session key of the session in the path, or a client
 // key — or, for an executor token, its credential's id; other tokens (view

@@ -9,7 +9,7 @@ import (
 )
 
 // decodeOpenRequest decodes the body of an open or join request
-// (spec-client §2.1) as BAE's JSON extractor does: bad syntax is a 400
+// (BAE's client API) as BAE's JSON extractor does: bad syntax is a 400
 // rejection, a wrong shape (a list that is null or not an array, a tool
 // without a string name, …) a 422 rejection, unknown members are ignored and
 // absent lists are empty. Tool definitions come out normalized: description

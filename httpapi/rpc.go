@@ -23,7 +23,7 @@ import (
 const DefaultMaxRPC = 8 << 20
 
 // rpc serves POST /api/v1/sessions/{id}/rpc: one JSON-RPC request in, an
-// NDJSON stream out (spec-client §4). After authentication the status is
+// NDJSON stream out (BAE's client API). After authentication the status is
 // always 200 and every outcome is a frame.
 func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	key, err := s.sessionKey(r, r.PathValue("id"))

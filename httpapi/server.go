@@ -61,7 +61,7 @@ type Options struct {
 	Epochs     filearea.Epochs
 	FileLimits filearea.Limits
 
-	// Guards in front of every route (spec/clients.md): idempotency
+	// Guards in front of every route (docs/api.md, registered session clients): idempotency
 	// receipts (nil: Idempotency-Key is ignored), the per-credential rate
 	// limit (RateLimit requests/s with RateBurst; 0 turns it off) and the
 	// minimum Client-Version (nil: no check).
@@ -136,7 +136,7 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h httpx.HandlerFunc)
 	mux.Handle(pattern, httpx.Handle(s.log, h))
 }
 
-// clientKey authenticates r with a client key (spec-client §1.2).
+// clientKey authenticates r with a client key (BAE's client API).
 func (s *Server) clientKey(r *http.Request) (*baton.Key, error) {
 	token, err := httpx.Bearer(r)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/baton-engine/baton/internal/httpx"
 )
 
-// openSession is POST /api/v1/sessions (spec-client §2.2): body, then
+// openSession is POST /api/v1/sessions (BAE's client API): body, then
 // client key, then the session service's checks.
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.readOpenRequest(w, r)
@@ -26,7 +26,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 	return writeOpenResult(w, res)
 }
 
-// joinSession is POST /api/v1/sessions/{id}/join (spec-client §2.3).
+// joinSession is POST /api/v1/sessions/{id}/join (BAE's client API).
 func (s *Server) joinSession(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.readOpenRequest(w, r)
 	if err != nil {
@@ -70,7 +70,7 @@ type participantsView struct {
 	Drivers []string `json:"drivers"`
 }
 
-// participants is GET /api/v1/sessions/{id}/participants (spec-client §2.6).
+// participants is GET /api/v1/sessions/{id}/participants (BAE's client API).
 func (s *Server) participants(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, err := s.sessionKey(r, id); err != nil {
@@ -92,7 +92,7 @@ type closedView struct {
 	State     baton.SessionState `json:"state"`
 }
 
-// closeSession is DELETE /api/v1/sessions/{id} (spec-client §2.7); a
+// closeSession is DELETE /api/v1/sessions/{id} (BAE's client API); a
 // session that is not open is 409 session_closed from the service.
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")

@@ -21,7 +21,7 @@ type V1Store interface {
 	Session(ctx context.Context, id string) (*baton.Session, error)
 }
 
-// v1Routes registers the registered-client routes (spec/clients.md).
+// v1Routes registers the registered-client routes (docs/api.md, registered session clients).
 func (s *Server) v1Routes(mux *http.ServeMux) {
 	if s.opts.Clients == nil || s.opts.V1Store == nil {
 		return

@@ -72,7 +72,7 @@ func toolName(s string) bool {
 	return s != ""
 }
 
-// DecodeRegistration decodes and validates a registration body (seed 001).
+// DecodeRegistration decodes and validates a registration body (the registered-clients contract, docs/api.md).
 func DecodeRegistration(body []byte) (*baton.ClientRegistration, error) {
 	m, err := object(body, "the request body")
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/baton-engine/baton/internal/rawjson"
 )
 
-// Events go out as EventView objects (spec-client §2.5):
+// Events go out as EventView objects (BAE's client API):
 // {"id","session_id","client_key_id"(null when unattributed),"event_type",
 // "payload","created_at"}. The appenders below write them directly; the
 // tests check them against encoding/json.

@@ -52,7 +52,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// Parse decodes one request body in BAE's order (spec-client §4.1). On
+// Parse decodes one request body in BAE's order (BAE's client API). On
 // failure it returns the error to send. The request is nil when the body
 // was not a JSON object (answer with id null); otherwise it carries the id
 // to echo, and a notification gets no error frame at all.
@@ -103,7 +103,7 @@ func Parse(body []byte) (*Request, *Error) {
 
 // Param returns the raw value of key in params, or nil when params is not
 // an object or lacks the key. Params of any JSON type are accepted and
-// looked up by key (spec-client §4.1). Params come from Parse, so they
+// looked up by key (BAE's client API). Params come from Parse, so they
 // are valid JSON; a duplicate key's last value counts.
 func Param(params json.RawMessage, key string) json.RawMessage {
 	return rawjson.Member(params, key)

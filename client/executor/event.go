@@ -17,7 +17,7 @@ type AgentEvent struct {
 	Fields json.RawMessage
 }
 
-// Agent event types (spec/executor.md, AgentEvent).
+// Agent event types (bma.executor.v1.1, AgentEvent).
 const (
 	EventMessage       = "agent.message"
 	EventThinking      = "agent.thinking"

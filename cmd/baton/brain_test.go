@@ -19,7 +19,7 @@ import (
 	exsdk "github.com/baton-engine/baton/client/executor"
 )
 
-// End-to-end tests of executors as brains (spec/executor.md): a profile
+// End-to-end tests of executors as brains (bma.executor.v1.1): a profile
 // whose brain is a machine's agent executor runs its turns there. The
 // executor is the real SDK (client/executor) with brainAgent, a tiny
 // scripted agent; the drivers are the Go client SDK.

@@ -15,7 +15,7 @@ import (
 	"github.com/baton-engine/baton/client"
 )
 
-// Acknowledging a registered client's result (spec/clients.md): the
+// Acknowledging a registered client's result (docs/api.md, registered session clients): the
 // result POST answers once the result is committed, whatever the other
 // calls of the same model message are doing.
 

@@ -13,8 +13,8 @@ import (
 	"github.com/baton-engine/baton/client"
 )
 
-// End-to-end tests of registered session clients (seed 001,
-// spec/clients.md), through the Go SDK and raw HTTP.
+// End-to-end tests of registered session clients (the registered-clients contract, docs/api.md,
+// docs/api.md, registered session clients), through the Go SDK and raw HTTP.
 
 // clientSession opens a session on a scripted profile and returns the
 // server, the session and the profile id.

@@ -20,7 +20,7 @@ import (
 )
 
 // End-to-end tests of executors serving sessions as hands
-// (spec/executor.md): environment executors' tools in turns of a real
+// (bma.executor.v1.1): environment executors' tools in turns of a real
 // server, driven by a mock model and SDK executors.
 
 // handsServer starts a server on the mock model with an environment and

@@ -263,7 +263,7 @@ func TestIdempotentRegisterAcrossSpellings(t *testing.T) {
 	}
 }
 
-// TestIdempotencyKeyText: seed 001 sets no charset on Idempotency-Key,
+// TestIdempotencyKeyText: the registered-clients contract, docs/api.md sets no charset on Idempotency-Key,
 // only 1 to 255 characters: non-ASCII keys work and replay, and the
 // length counts characters, not bytes. Control characters are refused.
 func TestIdempotencyKeyText(t *testing.T) {

@@ -69,7 +69,7 @@ func TestLoopFailover(t *testing.T) {
 		}
 		r, err := sess.Send(ctx, "hello")
 		r = mustReply(t, sent{r, err}, "You said: hello")
-		// As BAE words it (spec-client §10), never showing a value.
+		// As BAE words it (BAE's client API), never showing a value.
 		if fail := payload(t, ofType(r.Events, "provider.response")[0]); fail["error"] != "environment variable BATON_TEST_NEVER_SET referenced by provider config is not set" {
 			t.Errorf("failed response %v", fail)
 		}

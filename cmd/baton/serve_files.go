@@ -12,7 +12,7 @@ import (
 	"github.com/baton-engine/baton/filearea"
 )
 
-// fileConfig is the session files side of `serve` (spec/executor.md,
+// fileConfig is the session files side of `serve` (bma.executor.v1.1,
 // "Files and artifacts"): the size caps and the lifetime of the view
 // tokens fs.mount hands executors.
 type fileConfig struct {

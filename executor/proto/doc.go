@@ -1,5 +1,5 @@
 // Package proto is the wire of the executor protocol bma.executor.v1.1
-// (seed 003, spec/executor.md): one JSON-RPC 2.0 object per WebSocket text
+// (bma.executor.v1.1, bma.executor.v1.1): one JSON-RPC 2.0 object per WebSocket text
 // message, in both directions, between an executor and the harness.
 //
 // It holds the frame type and its decoder (with size and shape limits),

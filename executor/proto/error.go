@@ -106,7 +106,7 @@ var codes = map[string]int{
 	baton.ECodeUnprocessable:   CodeInvalidParams,
 	baton.ECodeUnauthorized:    CodeForbidden,
 	baton.ECodeForbidden:       CodeForbidden,
-	baton.ECodeNotFound:        CodeForbidden, // unknown to this executor is forbidden (seed 003)
+	baton.ECodeNotFound:        CodeForbidden, // unknown to this executor is forbidden (bma.executor.v1.1)
 	baton.ECodeConflict:        CodeConflict,
 	baton.ECodeTooManyRequests: CodeOverCapacity,
 }

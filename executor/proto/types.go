@@ -7,7 +7,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Shapes of every method's params and results (spec/executor.md, "Method
+// Shapes of every method's params and results (bma.executor.v1.1, "Method
 // shapes"). Times are RFC 3339; content blocks and agent events travel as
 // raw JSON.
 

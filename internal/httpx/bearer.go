@@ -8,7 +8,7 @@ import (
 )
 
 // Bearer returns the bearer token of r's Authorization header, checked as
-// BAE checks it on both ports (spec-client §1.2). Every failure is an
+// BAE checks it on both ports (BAE's client API). Every failure is an
 // ECodeUnauthorized error with BAE's detail.
 func Bearer(r *http.Request) (string, error) {
 	return ParseBearer(r.Header.Values("Authorization"))

@@ -50,7 +50,7 @@ type IdempotencyOptions struct {
 	Caller func(r *http.Request, token string) (caller, route string, err error)
 }
 
-// Idempotency makes mutating calls retry-safe (spec/clients.md,
+// Idempotency makes mutating calls retry-safe (docs/api.md, registered session clients,
 // "Idempotency keys"). A covered request — POST, PUT or DELETE under /v1,
 // POST /api/v1/sessions and POST /api/v1/sessions/{id}/join — that carries
 // an Idempotency-Key and a bearer token runs once per (caller, method,

@@ -9,7 +9,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Page sizes (spec-client §3).
+// Page sizes (BAE's client API).
 const (
 	DefaultLimit = 50
 	MaxLimit     = 200

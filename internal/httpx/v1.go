@@ -9,7 +9,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// The closed /v1 error code set (spec/clients.md).
+// The closed /v1 error code set (docs/api.md, registered session clients).
 const (
 	v1Unauthorized       = "unauthorized"
 	v1Forbidden          = "forbidden"

@@ -6,7 +6,7 @@
 // <token> and the body {"model","max_tokens","messages","tools","stream":
 // true,"stream_options":{"include_usage":true}}; tools is left out when
 // there are none, and a system prompt becomes a leading system message.
-// Messages are translated as spec-engine §5.2 says:
+// Messages are translated as BAE's engine says:
 //
 //   - string content stays a {role, content} message;
 //   - an assistant block array becomes one message whose content is the

@@ -100,7 +100,7 @@ func quoted(s string) json.RawMessage {
 }
 
 // translateMessages turns canonical messages into Chat Completions ones
-// (spec-engine §5.2), preceded by the system prompt when there is one.
+// (BAE's engine), preceded by the system prompt when there is one.
 func translateMessages(system string, msgs []baton.Message) ([]chatMessage, error) {
 	out := make([]chatMessage, 0, len(msgs)+1)
 	if system != "" {
@@ -257,7 +257,7 @@ type toolUse struct {
 }
 
 // translateResponse turns a chat.completion body into canonical content
-// and usage (spec-engine §5.2). status is the reply's HTTP status, kept in
+// and usage (BAE's engine). status is the reply's HTTP status, kept in
 // failures.
 func translateResponse(status int, body []byte) (json.RawMessage, *baton.Usage, error) {
 	var top struct {
