@@ -27,27 +27,25 @@ type inflight struct {
 	used atomic.Int64
 }
 
-// take charges n bytes and returns the function that gives them back, or
-// nil when they do not fit. A request larger than the whole budget is
-// let through when nothing else is in flight, so a budget below a route's
-// size limit cannot make that route unusable.
-func (b *inflight) take(n int64) (release func()) {
-	if n <= 0 {
-		return func() {}
-	}
+// take charges n bytes and reports whether they fit; give hands them
+// back. A request larger than the whole budget is let through when
+// nothing else is in flight, so a budget below a route's size limit
+// cannot make that route unusable.
+func (b *inflight) take(n int64) bool {
 	for {
 		used := b.used.Load()
-		if used+n > b.max && used > 0 {
-			return nil
+		if n > 0 && used > 0 && used+n > b.max {
+			return false
 		}
-		if b.used.CompareAndSwap(used, used+n) {
-			var once atomic.Bool
-			return func() {
-				if once.CompareAndSwap(false, true) {
-					b.used.Add(-n)
-				}
-			}
+		if n <= 0 || b.used.CompareAndSwap(used, used+n) {
+			return true
 		}
+	}
+}
+
+func (b *inflight) give(n int64) {
+	if n > 0 {
+		b.used.Add(-n)
 	}
 }
 
@@ -82,8 +80,8 @@ func (s *Server) guardInflight(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		release := s.inflight.take(s.charge(r))
-		if release == nil {
+		n := s.charge(r)
+		if !s.inflight.take(n) {
 			w.Header().Set("Retry-After", "1")
 			if strings.HasPrefix(r.URL.Path, "/v1/") {
 				httpx.WriteV1Error(w, r, s.log, s.inflight.refusal())
@@ -92,7 +90,7 @@ func (s *Server) guardInflight(next http.Handler) http.Handler {
 			}
 			return
 		}
-		defer release()
+		defer s.inflight.give(n)
 		next.ServeHTTP(w, r)
 	})
 }

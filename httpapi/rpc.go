@@ -36,11 +36,11 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	defer out.release()
 	defer out.start() // a notification with no output still gets its 200
 	c := &call{s: s, key: key, out: out, ctx: r.Context()}
-	if c.hold = s.inflight.take(s.charge(r)); c.hold == nil {
+	if c.held = s.charge(r); !s.inflight.take(c.held) {
 		out.frame(wire.ErrorFrame(nil, c.rpcError(s.inflight.refusal())))
 		return
 	}
-	defer func() { c.hold() }() // sendMessage hands it to the turn
+	defer func() { s.inflight.give(c.held) }() // sendMessage hands it to the turn
 	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -108,15 +108,8 @@ func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 	if declared <= 0 || declared > limit {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, declared+1) // one more, to see a body longer than declared
-	n, err := io.ReadFull(r, b)
-	switch err {
-	case io.ErrUnexpectedEOF, io.EOF:
-		return b[:n], nil
-	case nil: // more than declared: net/http refuses it, so this is only a reader that lies
-		rest, err := io.ReadAll(r)
-		return append(b, rest...), err
-	}
+	b := make([]byte, declared) // net/http ends the body at its declared length
+	n, err := io.ReadFull(r, b) // a short body fails as it does for io.ReadAll
 	return b[:n], err
 }
 
@@ -127,8 +120,8 @@ type call struct {
 	req *wire.Request
 	out *stream
 	ctx context.Context
-	// hold gives the request's bytes back to the in-flight budget.
-	hold func()
+	// held is what the request counts against the in-flight budget.
+	held int64
 }
 
 // reply writes the terminal frame for a single-response method: the result,
@@ -184,16 +177,16 @@ func (c *call) sendMessage() {
 	// bytes stay charged to the budget until the turn ends, whether or
 	// not this stream lasts that long.
 	c.req = &wire.Request{ID: bytes.Clone(c.req.ID), Method: c.req.Method}
-	release := c.hold
-	c.hold = func() {}
+	held, budget := c.held, c.s.inflight
+	c.held = 0
 	defer func() {
 		select {
 		case <-turn.Done: // the usual case: given back before the response ends
-			release()
+			budget.give(held)
 		default: // the client left (or the turn was never started): the turn still holds the message
 			go func() {
 				<-turn.Done
-				release()
+				budget.give(held)
 			}()
 		}
 	}()
