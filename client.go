@@ -8,15 +8,6 @@ import (
 	"time"
 )
 
-// Events of registered session clients (docs/api.md, registered session clients).
-const (
-	EventClientRegister   = "session.client.register"
-	EventClientTools      = "session.client.tools"
-	EventClientExpire     = "session.client.expire"
-	EventClientToolCall   = "client.tool.call"
-	EventClientToolResult = "client.tool.result"
-)
-
 // Reasons a registered client ends (session.client.expire).
 const (
 	ClientGoneTTL     = "ttl"

@@ -7,14 +7,6 @@ import (
 	"time"
 )
 
-// Event types written by the foundation; later packages add their own.
-const (
-	EventSessionOpen  = "session.open"
-	EventSessionJoin  = "session.join"
-	EventSessionClose = "session.close"
-	EventSessionError = "session.error"
-)
-
 // Event is one entry of a session's append-only log. Seq is the event's
 // position in its session, starting at 1, with no gaps.
 type Event struct {

@@ -13,15 +13,6 @@ import (
 // each turn's credentials through TurnCredentials and asks the engine
 // through BrainTurns whether a turn is still active.
 
-// Event types of brain sessions. Agent events are stored under their own
-// type (agent.message, agent.tool_use, session.status_idle, …, see
-// AgentEvent.Type); interactions under these.
-const (
-	EventInteractionRequest  = "interaction.request"
-	EventInteractionResponse = "interaction.response"
-	EventInteractionCancel   = "interaction.cancel"
-)
-
 // Agent event types the engine acts on (the rest are only stored).
 const (
 	AgentMessage       = "agent.message"

@@ -6,20 +6,6 @@ import (
 	"time"
 )
 
-// Event types of executor tool calls (bma.executor.v1.1, "How executors
-// serve sessions"); the outcome is also logged as the usual tool.result
-// with dispatch "executor".
-const (
-	EventExecutorToolCall     = "executor.tool.call"
-	EventExecutorToolProgress = "executor.tool.progress"
-	EventExecutorToolResult   = "executor.tool.result"
-)
-
-// EventExecutorEvent is the type a tool or shell executor's durable
-// session.event is stored under, whatever its own type (kept in the
-// payload), so that an executor cannot write the server's event types.
-const EventExecutorEvent = "executor.event"
-
 // DefaultExecutorCallTimeout bounds one executor tool call
 // (BATON_EXECUTOR_CALL_TIMEOUT).
 const DefaultExecutorCallTimeout = 120 * time.Second

@@ -5,23 +5,6 @@ import (
 	"encoding/json"
 )
 
-// Event types of the session loop.
-const (
-	EventDriverRegister = "session.driver.register"
-	EventSandboxAvail   = "session.sandbox.available"
-	EventClientMessage  = "client.message.send"
-	EventServerMessage  = "server.message.send"
-	EventProviderReq    = "provider.request"
-	EventProviderResp   = "provider.response"
-	EventToolCall       = "tool.call"
-	EventToolResult     = "tool.result"
-	EventMCPRequest     = "mcp.request"
-	EventMCPResponse    = "mcp.response"
-	EventSandboxReq     = "sandbox.request"
-	EventSandboxResp    = "sandbox.response"
-	EventTurnCancel     = "session.turn.cancel" // Baton extension
-)
-
 // TurnResult is how a sendMessage ends: the assistant message and the
 // events that request inserted, in order; or an error.
 type TurnResult struct {
