@@ -88,12 +88,11 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 	if err != nil {
 		return nil, err
 	}
-	r := chatRequest{
+	r := ChatRequest{
 		Model:         req.Model,
-		MaxTokens:     req.MaxTokens,
 		Messages:      msgs,
 		Stream:        true,
-		StreamOptions: &streamOptions{IncludeUsage: true},
+		StreamOptions: &StreamOptions{IncludeUsage: true},
 	}
 	if len(req.Tools) > 0 {
 		r.Tools = translateTools(req.Tools)
@@ -101,12 +100,14 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 	if r.Model == "" {
 		r.Model = entry.Model
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = entry.MaxTokens
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = entry.MaxTokens
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = defaultMaxTokens
+	if maxTokens <= 0 {
+		maxTokens = defaultMaxTokens
 	}
+	r.MaxTokens = &maxTokens
 	return encode(r)
 }
 
