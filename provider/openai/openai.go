@@ -30,6 +30,13 @@
 // choices[0].message fail the call; so does a stream that ends before
 // "data: [DONE]" (retryable) or carries an error object (retryable unless
 // an invalid_request_error).
+//
+// The package also holds the serving side of the API, for Baton's model
+// gateway, translating the other way: DecodeRequest turns a Chat
+// Completions request into the canonical request, WriteReply answers with
+// a provider.Reply as a chat.completion or a chunk stream (text blocks
+// joined by "\n", tool_use blocks as tool calls, thinking left out), and
+// WriteError writes the API's error body.
 package openai
 
 import (
