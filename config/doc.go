@@ -7,4 +7,8 @@
 // tokens and MCP templates are kept raw (their ${VAR} references are resolved
 // just before use); telemetry headers are resolved at load. Redacted gives
 // the snapshot GET /admin/v1/config returns, with every secret replaced.
+//
+// Locate and LocateKeyParts give the line and column of any key of a
+// decoded TOML document, for callers that validate other TOML files the
+// same way.
 package config

@@ -62,7 +62,7 @@ func syntaxError(err error) *Error {
 type parser struct {
 	data   []byte
 	lookup func(string) (string, bool)
-	loc    *locator // built on the first error
+	loc    *Locator // built on the first error
 }
 
 // at is a location in the document: loc addresses the locator, show is
@@ -77,7 +77,7 @@ func (a at) index(i int) at {
 
 func (p *parser) errorf(a at, format string, args ...any) error {
 	if p.loc == nil {
-		p.loc = locate(p.data)
+		p.loc = Locate(p.data)
 	}
 	return p.loc.errorAt(a.loc, fmt.Sprintf(format, args...))
 }

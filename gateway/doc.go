@@ -12,7 +12,9 @@
 // exactly like a server turn's model call, with provider.request and
 // provider.response events on the session. The reply is translated back to
 // the caller's format: JSON, or a server-sent event stream when the
-// request asked for stream:true. Failover needs the whole reply, so a
+// request asked for stream:true. The wire formats themselves (decoding,
+// translation, replies, error bodies) are provider/anthropic's and
+// provider/openai's. Failover needs the whole reply, so a
 // stream is written once the provider chain has answered.
 //
 // The tools endpoint, /v1/sessions/{id}/mcp, is a streamable-HTTP MCP

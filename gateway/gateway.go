@@ -11,6 +11,9 @@ import (
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/auth"
 	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/provider"
+	"github.com/baton-engine/baton/provider/anthropic"
+	"github.com/baton-engine/baton/provider/openai"
 )
 
 // DefaultMaxBody bounds a model request: whole conversations travel in it.
@@ -90,31 +93,32 @@ func (g *Gateway) Routes(mux *http.ServeMux) {
 	mux.Handle(routeTools, g.tools)
 }
 
-// api is one model API the gateway speaks.
+// api is one model API the gateway speaks; its wire format is the
+// provider package's.
 type api struct {
 	decode    func(body []byte) (*baton.ProviderRequest, any, error)
-	write     func(w http.ResponseWriter, r *reply, in any) error
+	write     func(w http.ResponseWriter, r *provider.Reply, in any) error
 	fail      func(w http.ResponseWriter, status int, msg string)
 	idPrefix  string
 	apiKeyHdr bool // the token may come as x-api-key
 }
 
 var anthropicAPI = &api{
-	decode: func(body []byte) (*baton.ProviderRequest, any, error) { return decodeAnthropic(body) },
-	write: func(w http.ResponseWriter, r *reply, in any) error {
-		return writeAnthropic(w, r, in.(*anthropicRequest).Stream)
+	decode: func(body []byte) (*baton.ProviderRequest, any, error) { return anthropic.DecodeRequest(body) },
+	write: func(w http.ResponseWriter, r *provider.Reply, in any) error {
+		return anthropic.WriteReply(w, r, in.(*anthropic.Request).Stream)
 	},
-	fail:      writeAnthropicError,
+	fail:      anthropic.WriteError,
 	idPrefix:  "msg_",
 	apiKeyHdr: true,
 }
 
 var openaiAPI = &api{
-	decode: func(body []byte) (*baton.ProviderRequest, any, error) { return decodeOpenAI(body) },
-	write: func(w http.ResponseWriter, r *reply, in any) error {
-		return writeOpenAI(w, r, in.(*openaiRequest))
+	decode: func(body []byte) (*baton.ProviderRequest, any, error) { return openai.DecodeRequest(body) },
+	write: func(w http.ResponseWriter, r *provider.Reply, in any) error {
+		return openai.WriteReply(w, r, in.(*openai.ChatRequest))
 	},
-	fail:     writeOpenAIError,
+	fail:     openai.WriteError,
 	idPrefix: "chatcmpl-",
 }
 
@@ -150,9 +154,9 @@ func (g *Gateway) model(a *api) http.Handler {
 		}
 		var model string
 		switch in := in.(type) {
-		case *anthropicRequest:
+		case *anthropic.Request:
 			model = in.Model
-		case *openaiRequest:
+		case *openai.ChatRequest:
 			model = in.Model
 		}
 		if err := a.write(w, newReply(resp, model, a.idPrefix), in); err != nil {

@@ -262,13 +262,13 @@ func TestModelErrors(t *testing.T) {
 			f.eng.mu.Unlock()
 			status, body := f.post("/v1/model/v1/messages", c.body, c.headers...)
 			e, _ := body["error"].(map[string]any)
-			if status != c.status || body["type"] != "error" || e["type"] != anthropicErrorType(c.status) ||
+			if status != c.status || body["type"] != "error" || e["type"] != anthropic.ErrorType(c.status) ||
 				(c.message != "" && e["message"] != c.message) {
 				t.Errorf("anthropic: %d %v, want %d %q", status, body, c.status, c.message)
 			}
 			status, body = f.post("/v1/model/v1/chat/completions", c.body, c.headers...)
 			e, _ = body["error"].(map[string]any)
-			typ, code := openaiErrorType(c.status)
+			typ, code := openai.ErrorType(c.status)
 			if status != c.status || e["type"] != typ || e["code"] != code || (c.message != "" && e["message"] != c.message) {
 				t.Errorf("openai: %d %v, want %d %q", status, body, c.status, c.message)
 			}

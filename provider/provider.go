@@ -6,7 +6,8 @@
 // The adapters live in sub-packages: anthropic (Messages API) and openai
 // (Chat Completions) speak the vendors' streaming wire formats, sse decodes
 // server-sent events for both, and scripted is Baton's offline
-// deterministic model.
+// deterministic model. anthropic and openai also serve their APIs (the
+// model gateway): Reply is the canonical reply they write back.
 //
 // Classification, as the engine's retry and failover loop reads it:
 //

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
-	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/config"
 )
 
 // Defaults of executor.toml.
@@ -44,7 +44,7 @@ type execConfig struct {
 	Files   *execFiles
 
 	file string
-	keys keyIndex
+	keys *config.Locator
 }
 
 // execTool is one [[tools]] entry: a tool backed by a command.
@@ -163,7 +163,7 @@ func parseExecConfig(file string, data []byte) (cfg *execConfig, err error) {
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&f); err != nil {
 		return nil, decodeError(file, err)
 	}
-	c := &execConfig{file: file, keys: indexKeys(data)}
+	c := &execConfig{file: file, keys: config.LocateKeyParts(data)}
 	seen := map[string]bool{}
 	for i := range f.Tools {
 		t, err := c.tool(i, &f.Tools[i])
@@ -229,7 +229,7 @@ func decodeError(file string, err error) error {
 }
 
 func (c *execConfig) errorf(path, format string, args ...any) error {
-	line, col := c.keys.find(path)
+	line, col := c.keys.Position(path)
 	return &configError{File: c.file, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -416,7 +416,7 @@ func (c *execConfig) process(f *execProcessFile) (*execProcess, error) {
 	}
 	if !f.Isolate {
 		for _, k := range []string{"image", "rootfs_dir", "idle_timeout"} {
-			if c.keys.has("process." + k) {
+			if c.keys.Has("process." + k) {
 				return nil, c.errorf("process."+k, "process.%s: only used with isolate = true", k)
 			}
 		}
@@ -447,7 +447,7 @@ func (c *execConfig) agent(f *execAgentFile) (*execAgent, error) {
 	}
 	only := func(kind string, keys ...string) error {
 		for _, k := range keys {
-			if c.keys.has("agent." + k) {
+			if c.keys.Has("agent." + k) {
 				return c.errorf("agent."+k, "agent.%s: only used with type = %q", k, kind)
 			}
 		}
@@ -557,102 +557,4 @@ func isNameByte(b byte, first bool) bool {
 		return !first
 	}
 	return false
-}
-
-// keyIndex maps the keys of a document ("tools.1.name", "agent",
-// "tools.0.input_schema.type") to their byte offsets, so that errors
-// found after decoding can name a line and column. Elements of arrays
-// of tables are addressed by their index.
-type keyIndex struct {
-	doc []byte
-	off map[string]int
-}
-
-// indexKeys scans a document that decoded without error.
-func indexKeys(doc []byte) keyIndex {
-	k := keyIndex{doc: doc, off: map[string]int{}}
-	arrays := map[string]int{} // elements so far of each array of tables
-	var p unstable.Parser
-	p.Reset(doc)
-	table := ""
-	for p.NextExpression() {
-		e := p.Expression()
-		parts := keyParts(e.Key())
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			path := ""
-			for i, part := range parts {
-				path = joinKey(path, part.name)
-				n, isArray := arrays[path]
-				switch {
-				case i == len(parts)-1 && e.Kind == unstable.ArrayTable:
-					arrays[path] = n + 1
-					path = joinKey(path, strconv.Itoa(n))
-				case isArray: // a sub-table of the last element
-					path = joinKey(path, strconv.Itoa(n-1))
-				}
-				k.mark(path, part.off)
-			}
-			table = path
-		case unstable.KeyValue:
-			path := table
-			for _, part := range parts {
-				path = joinKey(path, part.name)
-				k.mark(path, part.off)
-			}
-			if v := e.Value(); v.Kind == unstable.Array {
-				it := v.Children()
-				for i := 0; it.Next(); i++ {
-					k.mark(joinKey(path, strconv.Itoa(i)), int(it.Node().Raw.Offset))
-				}
-			}
-		}
-	}
-	return k
-}
-
-type keyPart struct {
-	name string
-	off  int
-}
-
-func keyParts(it unstable.Iterator) []keyPart {
-	var parts []keyPart
-	for it.Next() {
-		n := it.Node()
-		parts = append(parts, keyPart{string(n.Data), int(n.Raw.Offset)})
-	}
-	return parts
-}
-
-func joinKey(path, part string) string {
-	if path == "" {
-		return part
-	}
-	return path + "." + part
-}
-
-func (k keyIndex) mark(path string, off int) {
-	if _, ok := k.off[path]; !ok && off >= 0 && off <= len(k.doc) {
-		k.off[path] = off
-	}
-}
-
-func (k keyIndex) has(path string) bool { _, ok := k.off[path]; return ok }
-
-// find returns the 1-based line and column of path, or of its nearest
-// indexed ancestor; 0, 0 when none is.
-func (k keyIndex) find(path string) (int, int) {
-	for path != "" {
-		if off, ok := k.off[path]; ok {
-			before := k.doc[:off]
-			return 1 + bytes.Count(before, []byte{'\n'}), off - bytes.LastIndexByte(before, '\n')
-		}
-		i := strings.LastIndexByte(path, '.')
-		if i < 0 {
-			break
-		}
-		path = path[:i]
-	}
-	return 0, 0
 }

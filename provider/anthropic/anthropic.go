@@ -19,6 +19,13 @@
 // and rate_limit_error), and so does a stream that ends before
 // message_stop (retryable). Other failures are classified by package
 // provider.
+//
+// The package also holds the serving side of the API, for Baton's model
+// gateway: DecodeRequest reads a Messages request into the canonical
+// request (messages as sent, a system of text blocks joined with
+// newlines), WriteReply answers with a provider.Reply as a Message or as
+// the event stream above (text, tool input and thinking sent as one delta
+// each), and WriteError writes the API's error body.
 package anthropic
 
 import (

@@ -27,12 +27,6 @@ type event struct {
 	Error        []byte
 }
 
-// apiError is the error object of an error event.
-type apiError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
 // block is one content block being streamed: its content_block_start
 // object plus the deltas that arrived for it.
 type block struct {
@@ -150,7 +144,7 @@ func (a *assembler) add(name string, data []byte) error {
 		a.done = true
 	case "error":
 		e := &baton.ProviderError{Status: a.status, Body: string(data), Detail: "provider stream error"}
-		var ae apiError
+		var ae APIError
 		if json.Unmarshal(ev.Error, &ae) == nil && ae.Type != "" {
 			e.Detail += ": " + ae.Type
 			if ae.Message != "" {

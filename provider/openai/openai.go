@@ -30,6 +30,13 @@
 // choices[0].message fail the call; so does a stream that ends before
 // "data: [DONE]" (retryable) or carries an error object (retryable unless
 // an invalid_request_error).
+//
+// The package also holds the serving side of the API, for Baton's model
+// gateway, translating the other way: DecodeRequest turns a Chat
+// Completions request into the canonical request, WriteReply answers with
+// a provider.Reply as a chat.completion or a chunk stream (text blocks
+// joined by "\n", tool_use blocks as tool calls, thinking left out), and
+// WriteError writes the API's error body.
 package openai
 
 import (
@@ -88,12 +95,11 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 	if err != nil {
 		return nil, err
 	}
-	r := chatRequest{
+	r := ChatRequest{
 		Model:         req.Model,
-		MaxTokens:     req.MaxTokens,
 		Messages:      msgs,
 		Stream:        true,
-		StreamOptions: &streamOptions{IncludeUsage: true},
+		StreamOptions: &StreamOptions{IncludeUsage: true},
 	}
 	if len(req.Tools) > 0 {
 		r.Tools = translateTools(req.Tools)
@@ -101,12 +107,14 @@ func encodeRequest(entry *baton.ProviderEntry, req *baton.ProviderRequest) ([]by
 	if r.Model == "" {
 		r.Model = entry.Model
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = entry.MaxTokens
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = entry.MaxTokens
 	}
-	if r.MaxTokens <= 0 {
-		r.MaxTokens = defaultMaxTokens
+	if maxTokens <= 0 {
+		maxTokens = defaultMaxTokens
 	}
+	r.MaxTokens = &maxTokens
 	return encode(r)
 }
 

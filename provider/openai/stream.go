@@ -58,7 +58,7 @@ type choice struct {
 type message struct {
 	Role      string     `json:"role"`
 	Content   *string    `json:"content"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // call is a tool call being streamed.
@@ -185,10 +185,7 @@ func (a *assembler) callDelta(tc callDelta) error {
 // streamError is the failure of an error object sent mid-stream; it is
 // retryable unless it blames the request.
 func (a *assembler) streamError(raw json.RawMessage, data []byte) error {
-	var e struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	}
+	var e APIError
 	_ = json.Unmarshal(raw, &e)
 	pe := &baton.ProviderError{Status: a.status, Detail: "provider stream error", Body: bounded(data)}
 	if e.Type != "" {
@@ -212,10 +209,10 @@ func (a *assembler) body() ([]byte, error) {
 		if c == nil {
 			continue
 		}
-		msg.ToolCalls = append(msg.ToolCalls, toolCall{
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{
 			ID:       c.id,
 			Type:     "function",
-			Function: function{Name: c.name.String(), Arguments: c.args.String()},
+			Function: Function{Name: c.name.String(), Arguments: c.args.String()},
 		})
 	}
 	usage := a.usage

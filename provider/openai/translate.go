@@ -11,49 +11,69 @@ import (
 	"github.com/baton-engine/baton/provider"
 )
 
-// chatRequest is the Chat Completions request body.
-type chatRequest struct {
-	Model         string         `json:"model"`
-	MaxTokens     int            `json:"max_tokens"`
-	Messages      []chatMessage  `json:"messages"`
-	Tools         []chatTool     `json:"tools,omitempty"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+// ChatRequest is a Chat Completions request body: what Call sends, and
+// the part of a request a server reads (other members are accepted and
+// ignored).
+type ChatRequest struct {
+	Model               string         `json:"model"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
+	Messages            []ChatMessage  `json:"messages"`
+	Tools               []Tool         `json:"tools,omitempty"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
 }
 
-type streamOptions struct {
+// StreamOptions is a streamed request's stream_options.
+type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// chatMessage is one Chat Completions message. Content is a JSON string or
-// null.
-type chatMessage struct {
+// ChatMessage is one Chat Completions message. Content is a JSON string,
+// null or (from callers) an array of content parts.
+type ChatMessage struct {
 	Role       string          `json:"role"`
 	ToolCallID *string         `json:"tool_call_id,omitempty"`
 	Content    json.RawMessage `json:"content"`
-	ToolCalls  []toolCall      `json:"tool_calls,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 }
 
-type toolCall struct {
+// ToolCall is one tool call of an assistant message.
+type ToolCall struct {
 	ID       string   `json:"id"`
 	Type     string   `json:"type"`
-	Function function `json:"function"`
+	Function Function `json:"function"`
 }
 
-type function struct {
+// Function is the function a tool call calls; Arguments is JSON text.
+type Function struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
 
-type chatTool struct {
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
+// Tool is a function tool of a request.
+type Tool struct {
+	Type     string      `json:"type"`
+	Function FunctionDef `json:"function"`
 }
 
-type chatFunction struct {
+// FunctionDef is the definition of a function tool.
+type FunctionDef struct {
 	Name        string          `json:"name"`
 	Description *string         `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ContentPart is one element of a message's array content.
+type ContentPart struct {
+	Type     string   `json:"type"`
+	Text     string   `json:"text"`
+	ImageURL ImageURL `json:"image_url"`
+}
+
+// ImageURL is an image_url part's image.
+type ImageURL struct {
+	URL string `json:"url"`
 }
 
 // block is the part of a canonical content block the translation reads.
@@ -101,10 +121,10 @@ func quoted(s string) json.RawMessage {
 
 // translateMessages turns canonical messages into Chat Completions ones
 // (BAE's engine), preceded by the system prompt when there is one.
-func translateMessages(system string, msgs []baton.Message) ([]chatMessage, error) {
-	out := make([]chatMessage, 0, len(msgs)+1)
+func translateMessages(system string, msgs []baton.Message) ([]ChatMessage, error) {
+	out := make([]ChatMessage, 0, len(msgs)+1)
 	if system != "" {
-		out = append(out, chatMessage{Role: "system", Content: quoted(system)})
+		out = append(out, ChatMessage{Role: "system", Content: quoted(system)})
 	}
 	for i, m := range msgs {
 		c := bytes.TrimSpace(m.Content)
@@ -113,7 +133,7 @@ func translateMessages(system string, msgs []baton.Message) ([]chatMessage, erro
 			if !json.Valid(c) {
 				return nil, fmt.Errorf("message %d: content is not valid JSON", i)
 			}
-			out = append(out, chatMessage{Role: m.Role, Content: json.RawMessage(c)})
+			out = append(out, ChatMessage{Role: m.Role, Content: json.RawMessage(c)})
 		case len(c) > 0 && c[0] == '[':
 			var raws []json.RawMessage
 			if err := json.Unmarshal(c, &raws); err != nil {
@@ -132,7 +152,7 @@ func translateMessages(system string, msgs []baton.Message) ([]chatMessage, erro
 				out = append(out, userMessages(m.Role, blocks)...)
 			}
 		default:
-			out = append(out, chatMessage{Role: m.Role, Content: quoted("")})
+			out = append(out, ChatMessage{Role: m.Role, Content: quoted("")})
 		}
 	}
 	return out, nil
@@ -140,9 +160,9 @@ func translateMessages(system string, msgs []baton.Message) ([]chatMessage, erro
 
 // assistantMessage is one assistant message: the text blocks joined, or
 // null, and a tool call per tool_use block.
-func assistantMessage(blocks []block) chatMessage {
+func assistantMessage(blocks []block) ChatMessage {
 	var texts []string
-	var calls []toolCall
+	var calls []ToolCall
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
@@ -155,14 +175,14 @@ func assistantMessage(blocks []block) chatMessage {
 					args = buf.String()
 				}
 			}
-			calls = append(calls, toolCall{
+			calls = append(calls, ToolCall{
 				ID:       str(b.ID),
 				Type:     "function",
-				Function: function{Name: str(b.Name), Arguments: args},
+				Function: Function{Name: str(b.Name), Arguments: args},
 			})
 		}
 	}
-	m := chatMessage{Role: "assistant", Content: json.RawMessage("null"), ToolCalls: calls}
+	m := ChatMessage{Role: "assistant", Content: json.RawMessage("null"), ToolCalls: calls}
 	if len(texts) > 0 {
 		m.Content = quoted(strings.Join(texts, "\n"))
 	}
@@ -171,20 +191,20 @@ func assistantMessage(blocks []block) chatMessage {
 
 // userMessages is one tool message per tool_result block, then one message
 // of the role with the text blocks joined, if there are any.
-func userMessages(role string, blocks []block) []chatMessage {
-	var out []chatMessage
+func userMessages(role string, blocks []block) []ChatMessage {
+	var out []ChatMessage
 	var texts []string
 	for _, b := range blocks {
 		switch b.Type {
 		case "tool_result":
 			id := str(b.ToolUseID)
-			out = append(out, chatMessage{Role: "tool", ToolCallID: &id, Content: quoted(resultText(b.Content))})
+			out = append(out, ChatMessage{Role: "tool", ToolCallID: &id, Content: quoted(resultText(b.Content))})
 		case "text":
 			texts = append(texts, str(b.Text))
 		}
 	}
 	if len(texts) > 0 {
-		out = append(out, chatMessage{Role: role, Content: quoted(strings.Join(texts, "\n"))})
+		out = append(out, ChatMessage{Role: role, Content: quoted(strings.Join(texts, "\n"))})
 	}
 	return out
 }
@@ -221,8 +241,8 @@ func resultText(content json.RawMessage) string {
 
 // translateTools turns canonical tool definitions into function tools.
 // A description that is not a string is left out.
-func translateTools(tools []json.RawMessage) []chatTool {
-	out := make([]chatTool, 0, len(tools))
+func translateTools(tools []json.RawMessage) []Tool {
+	out := make([]Tool, 0, len(tools))
 	for _, t := range tools {
 		var def struct {
 			Name        json.RawMessage `json:"name"`
@@ -230,7 +250,7 @@ func translateTools(tools []json.RawMessage) []chatTool {
 			InputSchema json.RawMessage `json:"input_schema"`
 		}
 		_ = json.Unmarshal(t, &def)
-		f := chatFunction{Name: str(def.Name), Parameters: def.InputSchema}
+		f := FunctionDef{Name: str(def.Name), Parameters: def.InputSchema}
 		if len(def.Description) > 0 && def.Description[0] == '"' {
 			d := str(def.Description)
 			f.Description = &d
@@ -238,7 +258,7 @@ func translateTools(tools []json.RawMessage) []chatTool {
 		if isNull(f.Parameters) {
 			f.Parameters = json.RawMessage("{}")
 		}
-		out = append(out, chatTool{Type: "function", Function: f})
+		out = append(out, Tool{Type: "function", Function: f})
 	}
 	return out
 }

@@ -190,7 +190,7 @@ func (r *reply) text(s string) {
 }
 
 func (r *reply) call(turn int, name string, input json.RawMessage) {
-	r.blocks = append(r.blocks, toolUse{Type: "tool_use", ID: "toolu_" + digest(fmt.Sprintf("call/%d/%d", turn, r.calls)), Name: name, Input: input})
+	r.blocks = append(r.blocks, toolUse{Type: baton.BlockToolUse, ID: "toolu_" + digest(fmt.Sprintf("call/%d/%d", turn, r.calls)), Name: name, Input: input})
 	r.calls++
 	r.words++
 }
@@ -204,9 +204,9 @@ func (r *reply) response(entry *baton.ProviderEntry, req *baton.ProviderRequest)
 	if model == "" {
 		model = "scripted"
 	}
-	stop := "end_turn"
+	stop := provider.StopEndTurn
 	if r.calls > 0 {
-		stop = "tool_use"
+		stop = provider.StopToolUse
 	}
 	u := usage{InputTokens: inputWords(req), OutputTokens: r.words}
 	msg := message{

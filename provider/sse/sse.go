@@ -19,6 +19,9 @@
 //		}
 //		handle(ev.Type, ev.Data)
 //	}
+//
+// Writer is the serving side: it writes events as an HTTP reply (Baton's
+// model gateway streams its replies with it).
 package sse
 
 import (

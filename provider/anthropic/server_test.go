@@ -1,4 +1,4 @@
-package gateway
+package anthropic
 
 import (
 	"encoding/json"
@@ -34,7 +34,9 @@ func checkCanonical(t *testing.T, req *baton.ProviderRequest, alternate bool) {
 	}
 }
 
-func FuzzDecodeAnthropic(f *testing.F) {
+// FuzzDecodeRequest: a body is either refused as a bad request or turned
+// into a well-formed canonical request.
+func FuzzDecodeRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
 		`{"system":[{"type":"text","text":"a"}],"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"name":"t"}]}`,
@@ -47,7 +49,7 @@ func FuzzDecodeAnthropic(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, in, err := decodeAnthropic(body)
+		req, in, err := DecodeRequest(body)
 		if err != nil {
 			if baton.ErrorCode(err) != baton.ECodeBadRequest {
 				t.Fatalf("error %v is not a bad request", err)
@@ -58,40 +60,5 @@ func FuzzDecodeAnthropic(f *testing.F) {
 			t.Fatal("no decoded request")
 		}
 		checkCanonical(t, req, false)
-	})
-}
-
-func FuzzDecodeOpenAI(f *testing.F) {
-	for _, s := range []string{
-		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
-		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`,
-		`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"},{"role":"tool","tool_call_id":"d","content":"s"}]}`,
-		`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}]}`,
-		`{"messages":[{"role":"user","content":null},{"role":"user","content":""}]}`,
-		`{"max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`,
-		`{"tools":[{"type":"function","function":{"name":"f","parameters":null}}],"messages":[{"role":"user","content":"x"}]}`,
-		`{"messages":[{"role":"function","content":"x"}]}`,
-		`[]`, `{`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, in, err := decodeOpenAI(body)
-		if err != nil {
-			if baton.ErrorCode(err) != baton.ECodeBadRequest {
-				t.Fatalf("error %v is not a bad request", err)
-			}
-			return
-		}
-		if in == nil {
-			t.Fatal("no decoded request")
-		}
-		checkCanonical(t, req, true)
-		for i, m := range req.Messages {
-			var blocks []map[string]any
-			if json.Unmarshal(m.Content, &blocks) != nil || len(blocks) == 0 {
-				t.Fatalf("message %d content is not a non-empty block array: %s", i, m.Content)
-			}
-		}
 	})
 }
