@@ -168,7 +168,7 @@ func newGateRig(t *testing.T, mods ...func(*Options, *baton.Profile)) *gateRig {
 		Store: stampStore{db, r.clk}, Hub: hub.New(0), Clock: r.clk, ClientSweep: -1,
 		TurnTimeout: rigTurnTimeout, ProviderTimeout: rigProviderTimeout,
 		Registry: &baton.Registry{Providers: []baton.ProviderEntry{
-			{Name: "a", Provider: "step", Model: "m"}, {Name: "b", Provider: "step", Model: "m"},
+			{Name: "a", Provider: "step", Model: "ma"}, {Name: "b", Provider: "step", Model: "mb"},
 		}},
 		Providers: map[string]baton.Provider{"step": r.p},
 	}
