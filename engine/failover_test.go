@@ -20,9 +20,9 @@ const rigRetryBase = time.Second
 // newFailoverRig is a gate rig whose profile falls back from "a" to "b",
 // with retries waiting rigRetryBase << try plus jitter.
 func newFailoverRig(t *testing.T, retries int) *gateRig {
-	return newGateRig(t, func(o *Options, p *baton.Profile) {
-		o.ProviderRetries, o.RetryBase = retries, rigRetryBase
-		p.FallbackProviders = []string{"b"}
+	return newGateRig(t, func(s *rigSetup) {
+		s.opts.ProviderRetries, s.opts.RetryBase = retries, rigRetryBase
+		s.prof.FallbackProviders = []string{"b"}
 	})
 }
 

@@ -153,7 +153,17 @@ type gateRig struct {
 	keys []*baton.Key
 }
 
-func newGateRig(t *testing.T, mods ...func(*Options, *baton.Profile)) *gateRig {
+// rigSetup is what a rig's mods may change before the engine opens: its
+// options, the session's profile, and each driver's open (or join)
+// request.
+type rigSetup struct {
+	db   *store.DB
+	opts *Options
+	prof *baton.Profile
+	reqs [3]*baton.OpenRequest
+}
+
+func newGateRig(t *testing.T, mods ...func(*rigSetup)) *gateRig {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
 	r := &gateRig{t: t, ctx: context.Background(), clk: NewFakeClock(t0), p: &stepProvider{calls: make(chan *providerCall, 16)}}
@@ -172,16 +182,19 @@ func newGateRig(t *testing.T, mods ...func(*Options, *baton.Profile)) *gateRig {
 		}},
 		Providers: map[string]baton.Provider{"step": r.p},
 	}
+	setup := &rigSetup{db: db, opts: &opts, prof: prof}
+	for i := range setup.reqs {
+		setup.reqs[i] = &baton.OpenRequest{Tools: []baton.ToolDef{{Name: "lookup", InputSchema: json.RawMessage(`{}`)}}}
+	}
 	for _, m := range mods {
-		m(&opts, prof)
+		m(setup)
 	}
 	if err := db.CreateProfile(r.ctx, prof); err != nil {
 		t.Fatal(err)
 	}
 	r.e = New(opts)
 	t.Cleanup(func() { r.e.Close() })
-	req := &baton.OpenRequest{Tools: []baton.ToolDef{{Name: "lookup", InputSchema: json.RawMessage(`{}`)}}}
-	for i := range 3 {
+	for i, req := range setup.reqs {
 		ck, _ := baton.MintKey(baton.RoleClient, "c", prof.ID, "")
 		if err := db.CreateKey(r.ctx, ck); err != nil {
 			t.Fatal(err)
@@ -340,7 +353,7 @@ func TestGateOwnerQueuedResumesFirst(t *testing.T) {
 // TestGateQueueCap: past MaxQueuedTurns waiting messages, one more is
 // refused while a turn is paused, but never the owner's resume.
 func TestGateQueueCap(t *testing.T) {
-	r := newGateRig(t, func(o *Options, _ *baton.Profile) { o.MaxQueuedTurns = 1 })
+	r := newGateRig(t, func(s *rigSetup) { s.opts.MaxQueuedTurns = 1 })
 	a, b, c := r.keys[0], r.keys[1], r.keys[2]
 	r.pause(a, "toolu_1")
 	other := r.send(b, "from B", true)
