@@ -120,20 +120,6 @@ func (c *FakeClock) WaitTimer(t testing.TB, what string, match func(time.Duratio
 	}
 }
 
-// Pending returns the durations of the timers that have not run or been
-// stopped, in the order they were armed.
-func (c *FakeClock) Pending() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ds []time.Duration
-	for _, t := range c.timers {
-		if !t.stopped {
-			ds = append(ds, t.d)
-		}
-	}
-	return ds
-}
-
 // NowClock is a Clock whose Now the test sets by hand while its timers
 // run on real time: time passes for the checks that read Now (a pause's
 // deadline at the next message, a client's ttl) and never for timers.
