@@ -26,7 +26,7 @@ type actor struct {
 	running *turnRun
 	parked  *parked
 	queue   []*turnRun
-	timer   *time.Timer
+	timer   Timer
 	sandbox *remoteSandbox // the session's remote sandbox, if any
 	convo   *convo         // the conversation after the last finished turn; nil = read the log
 	row     *baton.Session // the open session's row, while nothing changed it
@@ -228,7 +228,7 @@ func (a *actor) nextLocked() {
 func (a *actor) armLocked() {
 	a.disarmLocked()
 	d := a.parked.deadline.Sub(a.e.now())
-	a.timer = time.AfterFunc(d, a.expire)
+	a.timer = a.e.clk.AfterFunc(d, a.expire)
 }
 
 func (a *actor) disarmLocked() {

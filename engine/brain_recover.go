@@ -114,7 +114,7 @@ func (e *Engine) loadLocked(ctx context.Context, bs *brainSession) error {
 			}
 		}
 		bs.turn, bs.actor = t, t.actor
-		bs.timer = time.AfterFunc(max(0, t.deadline.Sub(e.now())), func() { e.abandonPause(bs, t) })
+		bs.timer = e.clk.AfterFunc(max(0, t.deadline.Sub(e.now())), func() { e.abandonPause(bs, t) })
 		e.log.Info("brain turn paused before a restart taken back", "session_id", bs.id, "turn_id", t.id, "uses", len(t.uses))
 	}
 	if r, ok := e.brains.b.(interactionRestorer); ok {

@@ -126,7 +126,7 @@ func newBrainRig(t *testing.T, mods ...func(*engine.Options)) *brainRig {
 	if err := db.CreateProfile(r.ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	opts := engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Now: r.clock,
+	opts := engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Clock: engine.NowClock(r.clock),
 		Registry: &baton.Registry{Providers: []baton.ProviderEntry{{Name: "script", Provider: baton.ProviderScripted}}}}
 	for _, m := range mods {
 		m(&opts)

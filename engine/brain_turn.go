@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/baton-engine/baton"
 )
@@ -277,7 +276,7 @@ func (bs *brainSession) pauseLocked(e *Engine, t *brainTurn) []ending {
 	t.paused = true
 	t.deadline = e.now().Add(e.turnTimeout)
 	bs.stopTimerLocked()
-	bs.timer = time.AfterFunc(e.turnTimeout, func() { e.abandonPause(bs, t) })
+	bs.timer = e.clk.AfterFunc(e.turnTimeout, func() { e.abandonPause(bs, t) })
 	t.calls = unsent
 	ends := make([]ending, len(calls))
 	for i, c := range calls {

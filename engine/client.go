@@ -427,14 +427,17 @@ func (e *Engine) SweepClients(ctx context.Context) error {
 }
 
 // sweep runs SweepClients every interval until ctx ends.
+// Like a ticker, the next wait starts when a sweep is due, not when it
+// is done.
 func (e *Engine) sweep(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	fired, stop := e.after(every)
 	for {
 		select {
 		case <-ctx.Done():
+			stop()
 			return
-		case <-t.C:
+		case <-fired:
+			fired, stop = e.after(every)
 			if err := e.SweepClients(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("client sweep", "err", err)
 			}

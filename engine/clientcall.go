@@ -95,17 +95,17 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	case !rc.add(pc):
 		reason = "client_gone"
 	default:
-		timer := time.NewTimer(deadline.Sub(now))
+		fired, stop := e.after(deadline.Sub(now))
 		select {
 		case res = <-pc.res:
-		case <-timer.C:
+		case <-fired:
 			reason = "timeout"
 		case <-rc.gone:
 			reason = "client_gone"
 		case <-tc.t.ctx.Done():
 			reason = "cancelled"
 		}
-		timer.Stop()
+		stop()
 		if reason != "" {
 			if _, waiting := rc.take(call.CallID); !waiting {
 				res, reason = <-pc.res, "" // the result won the race

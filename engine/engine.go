@@ -61,8 +61,9 @@ type Options struct {
 	// ClientSweep is how often expired ttl clients are swept (default 1 s;
 	// negative: never, tests call SweepClients).
 	ClientSweep time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock is the time source of every deadline, timeout and wait of the
+	// engine (default: real time).
+	Clock Clock
 
 	// MaxSubagents caps a session's running remote subagents
 	// (BAE_MAX_SUBAGENTS_PER_SESSION; 0 means the default 8, negative none).
@@ -112,7 +113,8 @@ type Engine struct {
 	retryBase       time.Duration
 	lookupEnv       func(string) (string, bool)
 	log             *slog.Logger
-	now             func() time.Time
+	clk             Clock
+	now             func() time.Time // clk.Now
 
 	clients     baton.ClientStore
 	maxClients  int
@@ -158,7 +160,7 @@ func New(opts Options) *Engine {
 		images: opts.Images, sandboxes: opts.Sandboxes, mcp: opts.MCP, auth: opts.Auth,
 		turnTimeout: opts.TurnTimeout, providerTimeout: opts.ProviderTimeout,
 		retries: opts.ProviderRetries, retryBase: opts.RetryBase,
-		lookupEnv: opts.LookupEnv, log: opts.Logger, now: time.Now,
+		lookupEnv: opts.LookupEnv, log: opts.Logger, clk: opts.Clock,
 		actors:  make(map[string]*actor),
 		cc:      make(map[string]*clientList),
 		clients: opts.Clients, maxClients: opts.MaxClients, callTimeout: opts.ClientCallTimeout,
@@ -179,9 +181,10 @@ func New(opts Options) *Engine {
 		e.executorTimeout = baton.DefaultExecutorCallTimeout
 	}
 	e.brains.init(opts.Brains, e)
-	if opts.Now != nil {
-		e.now = opts.Now
+	if e.clk == nil {
+		e.clk = realClock{}
 	}
+	e.now = e.clk.Now
 	if e.maxClients <= 0 {
 		e.maxClients = baton.DefaultMaxClients
 	}

@@ -133,7 +133,7 @@ type progress struct {
 // for commit (the reader never waits for one) unless one was stored less
 // than progressEvery ago. The turn's next emit reports a failed commit.
 func (p *progress) report(r baton.ExecutorProgress) {
-	now := time.Now()
+	now := p.tc.e.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished || now.Sub(p.last) < progressEvery {

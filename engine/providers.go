@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,7 +157,7 @@ func (tc *turnCtx) callOne(entry *baton.ProviderEntry, req *baton.ProviderReques
 			return nil, &baton.ProviderError{Detail: tokenError(err)}
 		}
 	}
-	ctx, cancel := context.WithTimeout(tc.t.ctx, e.providerTimeout)
+	ctx, cancel := e.withTimeout(tc.t.ctx, e.providerTimeout, nil)
 	defer cancel()
 	resp, err := impl.Call(ctx, entry, token, req)
 	if err == nil {
@@ -192,10 +191,10 @@ func (tc *turnCtx) backoff(try int, retryAfter time.Duration) bool {
 	if d > maxRetryWait {
 		d = maxRetryWait
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	fired, stop := tc.e.after(d)
+	defer stop()
 	select {
-	case <-timer.C:
+	case <-fired:
 		return true
 	case <-tc.t.ctx.Done():
 		return false

@@ -465,7 +465,7 @@ func (e *Engine) runSubagent(ctx context.Context, sessionID string, ag *subagent
 	defer e.subs.wg.Done()
 	defer ag.cancel(nil)
 	<-ready // closed by the launch right after it logs running
-	rctx, stop := context.WithTimeoutCause(ctx, job.timeout, errAgentTimeout)
+	rctx, stop := e.withTimeout(ctx, job.timeout, errAgentTimeout)
 	var (
 		res baton.ExecResult
 		err = rctx.Err() // cancelled already: the outcome still says why
