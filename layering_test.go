@@ -48,13 +48,14 @@ var layers = map[string]rule{
 	"mcp/mcptest":         may(),
 	"sandbox":             may(""),
 	"sandbox/sandboxtest": may(),
-	"provider/anthropic":  may("", "provider", "provider/sse", "internal/rawjson"),
-	"provider/openai":     may("", "provider", "provider/sse"),
+	"provider/anthropic":  may("", "provider", "provider/sse", "internal/httpx", "internal/rawjson"),
+	"provider/openai":     may("", "provider", "provider/sse", "internal/httpx", "internal/rawjson"),
 	"provider/scripted":   may("", "provider", "internal/rawjson"),
 	"httpapi":             may("", "wire", "internal/httpx", "filearea"),
 	"adminapi":            may("", "wire", "internal/httpx", "internal/rawjson"),
 	"executor":            may("", "executor/proto", "internal/httpx"),
-	"gateway":             may("", "auth", "internal/httpx", "internal/rawjson"), // auth.TurnGrant
+	// gateway: auth.TurnGrant, and the model APIs it serves.
+	"gateway": may("", "auth", "provider", "provider/anthropic", "provider/openai", "internal/httpx", "internal/rawjson"),
 
 	// The engine orchestrates through the domain's interfaces.
 	"engine": may("", "internal/rawjson", "internal/serde"),
