@@ -60,6 +60,10 @@ var layers = map[string]rule{
 	// The engine orchestrates through the domain's interfaces.
 	"engine": may("", "internal/rawjson", "internal/serde"),
 
+	// What baton executor serves, and the admin API's client.
+	"machine":              may("", "client/executor", "internal/supervisor"),
+	"adminapi/adminclient": may(""),
+
 	// The one package that wires concrete adapters together.
 	"cmd/baton": anything(),
 }

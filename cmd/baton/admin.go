@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -15,6 +15,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 const (
@@ -84,16 +87,110 @@ func (a *adminCLI) client() (*adminClient, error) {
 	if addr == "" {
 		addr = defaultAdminAddr
 	}
-	base, err := normalizeAddr(addr)
+	base, err := adminclient.NormalizeAddr(addr)
 	if err != nil {
 		return nil, usageErr(err)
 	}
-	cl := &adminClient{base: base, http: &http.Client{Timeout: adminTimeout}}
+	cl := &adminClient{base: base}
 	cl.token, cl.source, cl.note, err = a.resolveToken()
 	if err != nil {
 		return nil, err
 	}
+	if cl.api, err = adminclient.New(base, cl.token, nil); err != nil {
+		return nil, usageErr(err)
+	}
 	return cl, nil
+}
+
+// adminClient is the admin API client of one `baton admin` command: its
+// errors carry an exit code and say how to fix what the user can fix.
+type adminClient struct {
+	api    *adminclient.Client
+	base   string // the normalized base URL
+	token  string // "" when none was found
+	source string // where token came from, for error messages
+	note   string // why a default key file was skipped, for error messages
+}
+
+func (c *adminClient) get(ctx context.Context, path string, query url.Values, out any) error {
+	return c.fail(c.api.Get(ctx, path, query, out))
+}
+
+func (c *adminClient) post(ctx context.Context, path string, in, out any) error {
+	return c.fail(c.api.Post(ctx, path, in, out))
+}
+
+func (c *adminClient) put(ctx context.Context, path string, in, out any) error {
+	return c.fail(c.api.Put(ctx, path, in, out))
+}
+
+func (c *adminClient) del(ctx context.Context, path string) error {
+	return c.fail(c.api.Delete(ctx, path))
+}
+
+func (c *adminClient) page(ctx context.Context, path string, query url.Values) (*adminclient.Page, json.RawMessage, error) {
+	p, raw, err := c.api.Page(ctx, path, query)
+	return p, raw, c.fail(err)
+}
+
+func (c *adminClient) all(ctx context.Context, path string, query url.Values) ([]json.RawMessage, error) {
+	items, err := c.api.All(ctx, path, query)
+	return items, c.fail(err)
+}
+
+// apiError is the message of a non-2xx answer.
+func (c *adminClient) apiError(status int, body []byte) error {
+	return c.explain(adminclient.ResponseError(status, body, c.base))
+}
+
+// fail gives err its exit code: an address that makes no request is a
+// usage error, anything else a runtime error.
+func (c *adminClient) fail(err error) error {
+	var ae *adminclient.AddrError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return usageErr(err)
+	}
+	return runtimeErr(c.explain(err))
+}
+
+// explain adds to an API error what the user can do about it.
+func (c *adminClient) explain(err error) error {
+	var ae *adminclient.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	detail := ae.Error()
+	switch ae.Type {
+	case baton.ECodeUnauthorized:
+		return c.unauthorized(detail)
+	case baton.ECodeProfileInUse:
+		return fmt.Errorf("%s\nlist the keys bound to it with `baton admin keys list` and revoke them with `baton admin keys revoke <key_id>`", detail)
+	case baton.ECodeProfileUnavailable:
+		return fmt.Errorf("%s (the referenced profile does not exist or was deleted)", detail)
+	}
+	return errors.New(detail)
+}
+
+// unauthorized explains the ways to give an admin token.
+func (c *adminClient) unauthorized(detail string) error {
+	var b strings.Builder
+	if c.token == "" {
+		fmt.Fprintf(&b, "the admin API requires an admin key and none was found (%s)", detail)
+	} else {
+		fmt.Fprintf(&b, "the admin API rejected the admin key from %s (%s)", c.source, detail)
+	}
+	if c.note != "" {
+		fmt.Fprintf(&b, "; %s", c.note)
+	}
+	b.WriteString("\ngive an admin key in one of three ways:\n" +
+		"  1. --admin-token <key>\n" +
+		"  2. the BAE_ADMIN_TOKEN environment variable\n" +
+		"  3. a key file: --admin-key-file <path> or BAE_ADMIN_KEY_FILE (default " +
+		devKeyFile + ", then " + defaultKeyFile + ")")
+	return errors.New(b.String())
 }
 
 // resolveToken finds the admin key: --admin-token > BAE_ADMIN_TOKEN >
@@ -146,7 +243,7 @@ func (a *adminCLI) resolveToken() (token, source, note string, err error) {
 func (a *adminCLI) printJSON(raw []byte) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return runtimeErr(errUnexpected)
+		return runtimeErr(adminclient.ErrUnexpected)
 	}
 	buf.WriteByte('\n')
 	_, err := a.c.stdout.Write(buf.Bytes())
@@ -157,7 +254,7 @@ func (a *adminCLI) printJSON(raw []byte) error {
 func (a *adminCLI) printItems(items []json.RawMessage) error {
 	raw, err := json.Marshal(items)
 	if err != nil {
-		return runtimeErr(errUnexpected)
+		return runtimeErr(adminclient.ErrUnexpected)
 	}
 	return a.printJSON(raw)
 }
@@ -180,7 +277,7 @@ func rowOf[T any](f func(*T) []string) func(json.RawMessage) ([]string, error) {
 	return func(raw json.RawMessage) ([]string, error) {
 		v := new(T)
 		if err := json.Unmarshal(raw, v); err != nil {
-			return nil, runtimeErr(errUnexpected)
+			return nil, runtimeErr(adminclient.ErrUnexpected)
 		}
 		return f(v), nil
 	}
@@ -287,7 +384,7 @@ func (a *adminCLI) list(cmd *cobra.Command, pf *pageFlags, s listSpec) error {
 	if err := a.printRows(p.Items, s.empty, s.header, s.row); err != nil {
 		return err
 	}
-	if next := p.next(); next != "" {
+	if next := p.Next(); next != "" {
 		_, err = fmt.Fprintf(a.c.stdout, "more results: --cursor %s\n", next)
 	}
 	return err
@@ -406,7 +503,7 @@ func (a *adminCLI) items(cmd *cobra.Command, path string) ([]json.RawMessage, er
 		return nil, err
 	}
 	if b.Items == nil {
-		return nil, runtimeErr(errUnexpected)
+		return nil, runtimeErr(adminclient.ErrUnexpected)
 	}
 	return b.Items, nil
 }
@@ -477,7 +574,7 @@ func (a *adminCLI) sandboxStatusCmd() *cobra.Command {
 			for _, raw := range items {
 				var s sandboxStatusView
 				if err := json.Unmarshal(raw, &s); err != nil {
-					return runtimeErr(errUnexpected)
+					return runtimeErr(adminclient.ErrUnexpected)
 				}
 				if len(s.Images) == 0 {
 					rows = append(rows, []string{s.ProfileID, "-", "-", "-"})

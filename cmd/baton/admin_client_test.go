@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 func TestAdminConnectionFailure(t *testing.T) {
@@ -20,33 +22,6 @@ func TestAdminConnectionFailure(t *testing.T) {
 	want := "baton: could not connect to admin API at http://" + addr + " — is baton running? ("
 	if code != exitRuntime || !strings.HasPrefix(errs, want) {
 		t.Errorf("exit %d, stderr %q; want prefix %q", code, errs, want)
-	}
-}
-
-func TestNormalizeAddr(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"127.0.0.1:8081", "http://127.0.0.1:8081"},
-		{"localhost:9", "http://localhost:9"},
-		{"[::1]:8081", "http://[::1]:8081"},
-		{" 10.0.0.1:1 ", "http://10.0.0.1:1"},
-		{"https://admin.example:8443/", "https://admin.example:8443"},
-		{"http://127.0.0.1:8081/prefix", "http://127.0.0.1:8081/prefix"},
-		{"", ""},
-		{"ftp://x:1", ""},
-		{"://x", ""},
-		{"http://", ""},
-	}
-	for _, tt := range tests {
-		got, err := normalizeAddr(tt.in)
-		if tt.want == "" {
-			if err == nil {
-				t.Errorf("normalizeAddr(%q) = %q, want an error", tt.in, got)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("normalizeAddr(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
 	}
 }
 
@@ -270,7 +245,7 @@ func FuzzAdminResponse(f *testing.F) {
 		if err := c.apiError(status, body); err == nil || err.Error() == "" {
 			t.Fatalf("apiError(%d, %q) gave no message", status, body)
 		}
-		var p page
+		var p adminclient.Page
 		if json.Unmarshal(body, &p) == nil {
 			for _, it := range p.Items {
 				rowOf(profileRow)(it)

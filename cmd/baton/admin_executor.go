@@ -6,6 +6,8 @@ import (
 	"net/url"
 
 	"github.com/spf13/cobra"
+
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 // ownerCLIView is an environment or machine as the admin API returns it.
@@ -97,7 +99,7 @@ func (o *ownerCmd) createCmd() *cobra.Command {
 			}
 			var v ownerCLIView
 			if json.Unmarshal(raw, &v) != nil || v.ID == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			if o.a.json {
 				return o.a.printJSON(raw)
@@ -142,7 +144,7 @@ func (o *ownerCmd) getCmd() *cobra.Command {
 			}
 			var v ownerCLIView
 			if json.Unmarshal(raw, &v) != nil || v.ID == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			if o.a.json {
 				return o.a.printJSON(raw)
@@ -201,7 +203,7 @@ func (o *ownerCmd) credentialCreateCmd() *cobra.Command {
 			}
 			var c credentialCLICreated
 			if json.Unmarshal(raw, &c) != nil || c.ID == "" || c.Secret == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			if o.a.json {
 				err = o.a.printJSON(raw)

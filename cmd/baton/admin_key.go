@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 // keyBody is the POST body of /admin/v1/keys. Scopes is a Baton extension,
@@ -73,7 +75,7 @@ func (a *adminCLI) keyCreateCmd() *cobra.Command {
 			}
 			var k keyCreated
 			if json.Unmarshal(raw, &k) != nil || k.ID == "" || k.Key == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			if a.json {
 				err = a.printJSON(raw)

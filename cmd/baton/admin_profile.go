@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 // profileBody is the POST/PUT body of /admin/v1/profiles. The lists are
@@ -181,7 +182,7 @@ func (a *adminCLI) profileCreateCmd() *cobra.Command {
 			}
 			var p profileCreated
 			if json.Unmarshal(raw, &p) != nil || p.ID == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			if a.json {
 				return a.printJSON(raw)
@@ -220,7 +221,7 @@ func getProfile(cmd *cobra.Command, cl *adminClient, id string) (*profileView, j
 	}
 	p := new(profileView)
 	if json.Unmarshal(raw, p) != nil || p.ID == "" {
-		return nil, nil, runtimeErr(errUnexpected)
+		return nil, nil, runtimeErr(adminclient.ErrUnexpected)
 	}
 	return p, raw, nil
 }
@@ -332,7 +333,7 @@ are kept, not wiped.`,
 			}
 			p := new(profileView)
 			if json.Unmarshal(raw, p) != nil || p.ID == "" {
-				return runtimeErr(errUnexpected)
+				return runtimeErr(adminclient.ErrUnexpected)
 			}
 			return a.printProfile(p, raw)
 		},

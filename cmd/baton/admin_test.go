@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/adminapi/adminclient"
 )
 
 // recorded is one request the fake admin API received.
@@ -494,7 +496,7 @@ func TestAdminAnswerTooLarge(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"items":[{"payload":"`)
 		chunk := strings.Repeat("x", 1<<20)
-		for range maxAdminBody >> 20 {
+		for range adminclient.MaxBody >> 20 {
 			io.WriteString(w, chunk)
 		}
 		io.WriteString(w, `"}],"next_cursor":null}`)

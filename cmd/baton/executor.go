@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-engine/baton/client/executor"
 	"github.com/baton-engine/baton/internal/supervisor"
+	"github.com/baton-engine/baton/machine"
 	"github.com/baton-engine/baton/sandbox"
 )
 
@@ -284,12 +285,12 @@ func (s *executorSetup) summary() string {
 
 // process is the shell a machine serves: [process], or a plain shell
 // when the file declares neither [process] nor [agent].
-func (s *executorSetup) process() *execProcess {
+func (s *executorSetup) process() *machine.ProcessSpec {
 	if s.scope.Kind != executor.ScopeMachine {
 		return nil
 	}
 	if s.file.Process == nil && s.file.Agent == nil {
-		return &execProcess{MaxOutput: executor.DefaultMaxOutput}
+		return &machine.ProcessSpec{MaxOutput: executor.DefaultMaxOutput}
 	}
 	return s.file.Process
 }
@@ -312,27 +313,26 @@ func buildExecWorker(ctx context.Context, s *executorSetup, log *slog.Logger) (*
 		BaseURL: s.url, Credential: s.credential, Scope: s.scope, ExecutorID: s.executorID, Logger: log,
 	}}
 	env := childEnv()
-	runners := make([]*toolRunner, len(s.file.Tools))
+	tools := make([]executor.Tool, len(s.file.Tools))
 	for i, t := range s.file.Tools {
-		runners[i] = &toolRunner{spec: t, dir: s.workDir, env: env}
+		tools[i] = machine.NewTool(t, s.workDir, env)
 	}
 	if s.scope.Kind == executor.ScopeEnvironment {
-		for _, r := range runners {
-			w.cfg.Tools = append(w.cfg.Tools, r.Tool())
-		}
+		w.cfg.Tools = tools
 		return w, nil
 	}
 	var shell executor.ProcessHandler
 	if p := s.process(); p != nil {
 		if p.Isolate {
-			sb, err := openSandboxShell(ctx, p, s.workDir, log)
+			mounts := "" // commands in the sandboxes do not see the mounts
+			if x := s.file.Files; x != nil {
+				mounts = x.Root
+			}
+			sb, err := openSandboxShell(ctx, p, s.workDir, mounts, log)
 			if err != nil {
 				return nil, err
 			}
 			w.closers = append(w.closers, sb.Close)
-			if x := s.file.Files; x != nil {
-				sb.mounts = x.Root // commands in the sandboxes do not see the mounts
-			}
 			shell = sb
 		} else {
 			// Wrap: the whole process tree of a command dies with the executor.
@@ -343,18 +343,36 @@ func buildExecWorker(ctx context.Context, s *executorSetup, log *slog.Logger) (*
 	}
 	if a := s.file.Agent; a != nil {
 		var brain executor.Agent
-		if a.Type == agentCommand {
-			brain = &cliAgent{spec: a, dir: s.workDir, env: env, log: log}
+		if a.Type == machine.AgentCommand {
+			brain = machine.NewCommandAgent(a, s.workDir, env, log)
 		} else {
-			brain = newBuiltinBrain(a, runners, shell, log)
+			brain = machine.NewBrain(a, tools, shell, log)
 		}
-		w.cfg.Capabilities.Agent = &executor.AgentCapability{MaxSessions: a.MaxSessions, CustomTools: a.Type == agentBuiltin}
+		w.cfg.Capabilities.Agent = &executor.AgentCapability{MaxSessions: a.MaxSessions, CustomTools: a.Type == machine.AgentBuiltin}
 		w.cfg.Agent = brain
 	}
 	if x := s.file.Files; x != nil {
 		w.cfg.Files = &executor.FileMounts{Root: x.Root, Mode: x.Mode, SyncInterval: x.SyncInterval, AllowOther: x.AllowOther}
 	}
 	return w, nil
+}
+
+// openSandboxShell makes the process driver ready for p.Image, with its
+// state under workDir/.sandboxes, removes what an earlier run left
+// there and starts the shell's idle sweeper.
+func openSandboxShell(ctx context.Context, p *machine.ProcessSpec, workDir, mounts string, log *slog.Logger) (*machine.SandboxShell, error) {
+	d := sandbox.NewProcess(sandbox.ProcessOptions{
+		RootfsDir: p.RootfsDir, StateDir: filepath.Join(workDir, ".sandboxes"), OutputCap: p.MaxOutput, Logger: log,
+	})
+	if err := d.EnsureImage(ctx, p.Image); err != nil {
+		return nil, usageErr(fmt.Errorf("configuration error: process.image %q: %w", p.Image, err))
+	}
+	if n, err := d.Cleanup(ctx); err != nil {
+		log.Warn("sandbox cleanup", "removed", n, "err", err)
+	}
+	sb := machine.NewSandboxShell(d, p, mounts, log)
+	sb.Open()
+	return sb, nil
 }
 
 // childEnv is the environment of every command the executor starts: its

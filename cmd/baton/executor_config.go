@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-engine/baton/client/executor"
 	"github.com/baton-engine/baton/config"
+	"github.com/baton-engine/baton/machine"
 )
 
 // Defaults of executor.toml.
@@ -30,54 +31,15 @@ const (
 	defaultCustomTimeout = 10 * time.Minute
 )
 
-// Agent kinds of [agent] type.
-const (
-	agentBuiltin = "builtin" // Baton's own loop on the Messages API
-	agentCommand = "command" // a CLI agent run per turn
-)
-
 // execConfig is a validated executor.toml.
 type execConfig struct {
-	Tools   []execTool
-	Process *execProcess
-	Agent   *execAgent
+	Tools   []machine.ToolSpec
+	Process *machine.ProcessSpec
+	Agent   *machine.AgentSpec
 	Files   *execFiles
 
 	file string
 	keys *config.Locator
-}
-
-// execTool is one [[tools]] entry: a tool backed by a command.
-type execTool struct {
-	Def       executor.ToolDef
-	Argv      []string // the command as argv; each element may be one whole {param}
-	Script    string   // or a sh -c script whose {param}s are shell-quoted
-	Params    []string // the input_schema's property names
-	Timeout   time.Duration
-	MaxOutput int
-}
-
-// execProcess is [process]: the remote shell of a machine.
-type execProcess struct {
-	MaxSessions int
-	MaxOutput   int
-	Isolate     bool          // run commands in process-driver sandboxes
-	Image       string        // the sandbox image (isolate)
-	RootfsDir   string        // where images' root filesystems are (isolate)
-	IdleTimeout time.Duration // an idle session's sandbox is stopped after it
-}
-
-// execAgent is [agent]: the brain of a machine.
-type execAgent struct {
-	Type              string // agentBuiltin or agentCommand
-	MaxSessions       int
-	Model             string
-	MaxTokens         int
-	System            string
-	MaxSteps          int
-	CustomToolTimeout time.Duration
-	Command           []string      // agentCommand: argv with {model}, {session_id}, {turn_id}
-	Timeout           time.Duration // agentCommand: bound of one run (0: none)
 }
 
 // execFiles is [files]: how a machine mounts the session file views
@@ -233,10 +195,10 @@ func (c *execConfig) errorf(path, format string, args ...any) error {
 	return &configError{File: c.file, Line: line, Column: col, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (c *execConfig) tool(i int, f *execToolFile) (execTool, error) {
+func (c *execConfig) tool(i int, f *execToolFile) (machine.ToolSpec, error) {
 	at := fmt.Sprintf("tools.%d", i)
 	show := fmt.Sprintf("tools[%d]", i)
-	t := execTool{Timeout: defaultToolTimeout, MaxOutput: defaultToolOutput}
+	t := machine.ToolSpec{Timeout: defaultToolTimeout, MaxOutput: defaultToolOutput}
 	switch {
 	case f.Name == "":
 		return t, c.errorf(at, "%s: missing key \"name\"", show)
@@ -348,7 +310,7 @@ func checkArgv(argv, params []string, first string) error {
 		return fmt.Errorf("%s is empty", first)
 	}
 	for i, a := range argv {
-		names := placeholders(a)
+		names := machine.Placeholders(a)
 		if len(names) == 0 {
 			continue
 		}
@@ -367,7 +329,7 @@ func checkArgv(argv, params []string, first string) error {
 
 // checkTemplate requires every placeholder of a script to name a param.
 func checkTemplate(script string, params []string) error {
-	for _, n := range placeholders(script) {
+	for _, n := range machine.Placeholders(script) {
 		if !slices.Contains(params, n) {
 			return fmt.Errorf("{%s} is not a property of input_schema (write ${%s} for a shell variable)", n, n)
 		}
@@ -397,8 +359,8 @@ func (c *execConfig) count(at, show string, n int) error {
 	return nil
 }
 
-func (c *execConfig) process(f *execProcessFile) (*execProcess, error) {
-	p := &execProcess{MaxSessions: f.MaxSessions, MaxOutput: executor.DefaultMaxOutput, Isolate: f.Isolate,
+func (c *execConfig) process(f *execProcessFile) (*machine.ProcessSpec, error) {
+	p := &machine.ProcessSpec{MaxSessions: f.MaxSessions, MaxOutput: executor.DefaultMaxOutput, Isolate: f.Isolate,
 		Image: f.Image, RootfsDir: f.RootfsDir, IdleTimeout: defaultSandboxIdle}
 	if err := c.count("process.max_sessions", "process.max_sessions", f.MaxSessions); err != nil {
 		return nil, err
@@ -433,11 +395,11 @@ func (c *execConfig) process(f *execProcessFile) (*execProcess, error) {
 	return p, nil
 }
 
-func (c *execConfig) agent(f *execAgentFile) (*execAgent, error) {
-	a := &execAgent{Type: f.Type, MaxSessions: f.MaxSessions, Model: f.Model, MaxTokens: f.MaxTokens,
+func (c *execConfig) agent(f *execAgentFile) (*machine.AgentSpec, error) {
+	a := &machine.AgentSpec{Type: f.Type, MaxSessions: f.MaxSessions, Model: f.Model, MaxTokens: f.MaxTokens,
 		System: f.System, MaxSteps: f.MaxSteps, CustomToolTimeout: defaultCustomTimeout, Command: f.Command}
 	if a.Type == "" {
-		a.Type = agentBuiltin
+		a.Type = machine.AgentBuiltin
 	}
 	if a.Model == "" {
 		a.Model = defaultAgentModel
@@ -455,8 +417,8 @@ func (c *execConfig) agent(f *execAgentFile) (*execAgent, error) {
 	}
 	var err error
 	switch a.Type {
-	case agentBuiltin:
-		if err := only(agentCommand, "command", "timeout"); err != nil {
+	case machine.AgentBuiltin:
+		if err := only(machine.AgentCommand, "command", "timeout"); err != nil {
 			return nil, err
 		}
 		if a.MaxTokens == 0 {
@@ -474,8 +436,8 @@ func (c *execConfig) agent(f *execAgentFile) (*execAgent, error) {
 				return nil, err
 			}
 		}
-	case agentCommand:
-		if err := only(agentBuiltin, "max_tokens", "system", "max_steps", "custom_tool_timeout"); err != nil {
+	case machine.AgentCommand:
+		if err := only(machine.AgentBuiltin, "max_tokens", "system", "max_steps", "custom_tool_timeout"); err != nil {
 			return nil, err
 		}
 		if len(a.Command) == 0 {
@@ -490,7 +452,7 @@ func (c *execConfig) agent(f *execAgentFile) (*execAgent, error) {
 			}
 		}
 	default:
-		return nil, c.errorf("agent.type", "agent.type: %q must be %q or %q", a.Type, agentBuiltin, agentCommand)
+		return nil, c.errorf("agent.type", "agent.type: %q must be %q or %q", a.Type, machine.AgentBuiltin, machine.AgentCommand)
 	}
 	return a, nil
 }
@@ -515,46 +477,8 @@ func (c *execConfig) forScope(kind string) error {
 		}
 		return nil
 	}
-	if len(c.Tools) > 0 && (c.Agent == nil || c.Agent.Type != agentBuiltin) {
-		return c.errorf("tools.0", "[[tools]] on a machine are the builtin brain's tools: they need [agent] with type = %q", agentBuiltin)
+	if len(c.Tools) > 0 && (c.Agent == nil || c.Agent.Type != machine.AgentBuiltin) {
+		return c.errorf("tools.0", "[[tools]] on a machine are the builtin brain's tools: they need [agent] with type = %q", machine.AgentBuiltin)
 	}
 	return nil
-}
-
-// placeholders returns the names of the {name} placeholders of s, in
-// order.
-func placeholders(s string) []string {
-	var out []string
-	scanPlaceholders(s, func(start, end int) { out = append(out, s[start+1:end-1]) })
-	return out
-}
-
-// scanPlaceholders calls f with the bounds [start, end) of each
-// placeholder of s: a {name} whose name is letters, digits and '_', not
-// starting with a digit, and that does not follow a '$' (a shell's
-// ${VAR} is left alone).
-func scanPlaceholders(s string, f func(start, end int)) {
-	for i := 0; i < len(s); i++ {
-		if s[i] != '{' || (i > 0 && s[i-1] == '$') {
-			continue
-		}
-		j := i + 1
-		for j < len(s) && isNameByte(s[j], j == i+1) {
-			j++
-		}
-		if j > i+1 && j < len(s) && s[j] == '}' {
-			f(i, j+1)
-			i = j
-		}
-	}
-}
-
-func isNameByte(b byte, first bool) bool {
-	switch {
-	case b == '_', b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z':
-		return true
-	case b >= '0' && b <= '9':
-		return !first
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/machine"
 )
 
 const goodExecutorConfig = `# tools of an environment
@@ -39,7 +40,7 @@ func TestExecutorCmdConfigGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []execTool{
+	want := []machine.ToolSpec{
 		{
 			Def: executor.ToolDef{Name: "upper", Description: "Upper-case a text",
 				InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
@@ -89,10 +90,10 @@ command = ["true"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&execProcess{MaxSessions: 3, MaxOutput: 4096, IdleTimeout: defaultSandboxIdle}, c.Process); diff != "" {
+	if diff := cmp.Diff(&machine.ProcessSpec{MaxSessions: 3, MaxOutput: 4096, IdleTimeout: defaultSandboxIdle}, c.Process); diff != "" {
 		t.Errorf("process (-want +got):\n%s", diff)
 	}
-	wantAgent := &execAgent{Type: agentBuiltin, Model: "claude-x", MaxTokens: defaultAgentTokens, System: "be brief",
+	wantAgent := &machine.AgentSpec{Type: machine.AgentBuiltin, Model: "claude-x", MaxTokens: defaultAgentTokens, System: "be brief",
 		MaxSteps: 5, CustomToolTimeout: time.Minute}
 	if diff := cmp.Diff(wantAgent, c.Agent); diff != "" {
 		t.Errorf("agent (-want +got):\n%s", diff)
@@ -112,7 +113,7 @@ timeout = "20m"
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAgent = &execAgent{Type: agentCommand, Model: defaultAgentModel, CustomToolTimeout: defaultCustomTimeout,
+	wantAgent = &machine.AgentSpec{Type: machine.AgentCommand, Model: defaultAgentModel, CustomToolTimeout: defaultCustomTimeout,
 		Command: []string{"claude", "-p", "--model", "{model}"}, Timeout: 20 * time.Minute}
 	if diff := cmp.Diff(wantAgent, c.Agent); diff != "" {
 		t.Errorf("command agent (-want +got):\n%s", diff)
@@ -206,21 +207,6 @@ func TestExecutorCmdConfigScope(t *testing.T) {
 				t.Errorf("forScope: %v, want %s", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestExecutorCmdPlaceholders(t *testing.T) {
-	cases := map[string][]string{
-		"echo {a} {b_2}":          {"a", "b_2"},
-		"echo ${HOME} {x}":        {"x"},
-		"awk '{print $1}' {file}": {"file"},
-		"{1x} {} {a-b} {a":        nil,
-		"{{a}}":                   {"a"},
-	}
-	for in, want := range cases {
-		if diff := cmp.Diff(want, placeholders(in)); diff != "" {
-			t.Errorf("placeholders(%q) (-want +got):\n%s", in, diff)
-		}
 	}
 }
 

@@ -12,19 +12,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/machine"
 )
 
-// runner parses one [[tools]] entry and returns its runner in dir.
-func toolRunnerFor(t *testing.T, dir, entry string) *toolRunner {
+// testTool is a command-backed tool as `baton executor` serves it.
+type testTool struct{ executor.Tool }
+
+// run calls the tool with input.
+func (r testTool) run(ctx context.Context, input json.RawMessage) (executor.Result, error) {
+	return r.Handle(ctx, executor.Call{Name: r.Def.Name, Input: input})
+}
+
+// toolRunnerFor parses one [[tools]] entry and returns its tool in dir.
+func toolRunnerFor(t *testing.T, dir, entry string) testTool {
 	t.Helper()
 	c, err := parseExecConfig("t.toml", []byte("[[tools]]\nname = \"t\"\n"+entry))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &toolRunner{spec: c.Tools[0], dir: dir, env: childEnv()}
+	return testTool{machine.NewTool(c.Tools[0], dir, childEnv())}
 }
 
 // singleText returns the one text block of r.
@@ -139,16 +146,6 @@ func TestExecutorCmdToolOutputCap(t *testing.T) {
 	}
 }
 
-func TestExecutorCmdCapBufKeepsWholeRunes(t *testing.T) {
-	b := &capBuf{max: 4}
-	b.Write([]byte("ab"))
-	b.Write([]byte("é€")) // 2 + 3 bytes: the cap falls inside "€"
-	got, cut := b.text()
-	if got != "abé" || !cut {
-		t.Errorf("text %q cut %v, want %q true", got, cut, "abé")
-	}
-}
-
 // TestExecutorCmdToolCancel returns the context's error when the call is cancelled.
 func TestExecutorCmdToolCancel(t *testing.T) {
 	dir := t.TempDir()
@@ -168,36 +165,6 @@ func TestExecutorCmdToolCancel(t *testing.T) {
 	}
 }
 
-func TestExecutorCmdInputValues(t *testing.T) {
-	got, err := inputValues(json.RawMessage(`{"s":"x y","n":1.5,"b":true,"z":null,"o":{ "k" : [1, 2] }}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"s": "x y", "n": "1.5", "b": "true", "z": "", "o": `{"k":[1,2]}`}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("values (-want +got):\n%s", diff)
-	}
-}
-
-// BenchmarkExecutorCmdToolArgv renders a script command for one call:
-// input decoding, placeholder substitution and quoting.
-func BenchmarkExecutorCmdToolArgv(b *testing.B) {
-	c, err := parseExecConfig("b.toml", []byte("[[tools]]\nname = \"t\"\n"+textSchema+`command = "grep -rn -- {text} src | head -n {n}"`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &toolRunner{spec: c.Tools[0]}
-	input := json.RawMessage(`{"text":"it's a \"pattern\"","n":20}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		vals, err := inputValues(input)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = r.argv(vals)
-	}
-}
-
 // BenchmarkExecutorCmdToolRun runs a command-backed tool end to end:
 // the process group, stdin, capture and the result.
 func BenchmarkExecutorCmdToolRun(b *testing.B) {
@@ -205,7 +172,7 @@ func BenchmarkExecutorCmdToolRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &toolRunner{spec: c.Tools[0], dir: b.TempDir()}
+	r := testTool{machine.NewTool(c.Tools[0], b.TempDir(), nil)}
 	input := json.RawMessage(`{"text":"hello"}`)
 	b.ReportAllocs()
 	for b.Loop() {

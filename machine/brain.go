@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"bytes"
@@ -21,19 +21,22 @@ const (
 	maxModelReply = 16 << 20          // bytes of one Messages API answer
 	modelTimeout  = 120 * time.Second // bound of one model call, as the server's provider timeout
 	refreshWithin = 10 * time.Minute  // refresh a model token closer than this to expiry
-	runCommand    = "run_command"     // the brain's shell tool
 )
 
-// builtinBrain is Baton's own agent loop: each turn it calls the model
+// RunCommand is the name of the tool through which a Brain's model runs
+// shell commands on the machine.
+const RunCommand = "run_command"
+
+// Brain is Baton's own agent loop: each turn it calls the model
 // gateway (model_base_url + /v1/messages, Anthropic Messages API, with
 // the turn's model_token) until the model answers without tool calls.
 // Text becomes agent.message events, thinking agent.thinking; each tool
 // call is reported as agent.tool_use and agent.tool_result around
-// running it here: a [[tools]] command, run_command on the machine's
+// running it here: one of its tools, run_command on the machine's
 // shell, or a client's custom tool (agent.custom_tool_use, answered by
 // the platform). Conversations are kept in memory, one per session.
-type builtinBrain struct {
-	spec  *execAgent
+type Brain struct {
+	spec  *AgentSpec
 	local map[string]localTool
 	defs  []json.RawMessage // the local tools as the model sees them
 	http  *http.Client
@@ -73,20 +76,23 @@ func (c *brainConv) add(role string, blocks []json.RawMessage) {
 	c.msgs = append(c.msgs, chatMessage{Role: role, Content: blocks})
 }
 
-func newBuiltinBrain(spec *execAgent, tools []*toolRunner, shell executor.ProcessHandler, log *slog.Logger) *builtinBrain {
-	b := &builtinBrain{spec: spec, local: map[string]localTool{}, http: &http.Client{}, timeout: modelTimeout, log: log, convs: map[string]*brainConv{}}
-	for _, r := range tools {
-		b.local[r.spec.Def.Name] = func(ctx context.Context, _ *executor.Turn, in json.RawMessage) (executor.Result, error) {
-			return r.run(ctx, in)
+// NewBrain returns the loop for spec. Its model sees tools (each run
+// here with the call's input) and, when shell is not nil, run_command on
+// it, besides each turn's custom tools.
+func NewBrain(spec *AgentSpec, tools []executor.Tool, shell executor.ProcessHandler, log *slog.Logger) *Brain {
+	b := &Brain{spec: spec, local: map[string]localTool{}, http: &http.Client{}, timeout: modelTimeout, log: log, convs: map[string]*brainConv{}}
+	for _, tl := range tools {
+		b.local[tl.Def.Name] = func(ctx context.Context, t *executor.Turn, in json.RawMessage) (executor.Result, error) {
+			return tl.Handle(ctx, executor.Call{SessionID: t.SessionID, Name: tl.Def.Name, Input: in})
 		}
-		b.defs = append(b.defs, encodeJSON(r.spec.Def))
+		b.defs = append(b.defs, encodeJSON(tl.Def))
 	}
 	if shell != nil {
-		b.local[runCommand] = func(ctx context.Context, t *executor.Turn, in json.RawMessage) (executor.Result, error) {
+		b.local[RunCommand] = func(ctx context.Context, t *executor.Turn, in json.RawMessage) (executor.Result, error) {
 			return shellTool(ctx, shell, t.SessionID, in)
 		}
 		b.defs = append(b.defs, encodeJSON(executor.ToolDef{
-			Name:        runCommand,
+			Name:        RunCommand,
 			Description: "Run a shell command (sh -c) on this machine, in the work directory or in cwd. Returns its output and exit status.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"cwd":{"type":"string"},"timeout_ms":{"type":"integer"}},"required":["command"]}`),
 		}))
@@ -110,7 +116,7 @@ func shellTool(ctx context.Context, shell executor.ProcessHandler, session strin
 		TimeoutMS int64  `json:"timeout_ms"`
 	}
 	if err := json.Unmarshal(in, &p); err != nil || p.Command == "" {
-		return executor.ErrorResult(runCommand + ` needs {"command": "…"}`), nil
+		return executor.ErrorResult(RunCommand + ` needs {"command": "…"}`), nil
 	}
 	res, err := shell.Exec(ctx, executor.ExecRequest{SessionID: session, Command: p.Command, Cwd: p.Cwd,
 		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond})
@@ -138,7 +144,7 @@ func shellTool(ctx context.Context, shell executor.ProcessHandler, session strin
 
 // Open starts a session's conversation, or keeps the one this process
 // already has under ref.
-func (b *builtinBrain) Open(_ context.Context, sessionID, ref string) (string, error) {
+func (b *Brain) Open(_ context.Context, sessionID, ref string) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.convs[sessionID]; !ok {
@@ -151,14 +157,14 @@ func (b *builtinBrain) Open(_ context.Context, sessionID, ref string) (string, e
 }
 
 // Close forgets a session's conversation.
-func (b *builtinBrain) Close(_ context.Context, sessionID string) error {
+func (b *Brain) Close(_ context.Context, sessionID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.convs, sessionID)
 	return nil
 }
 
-func (b *builtinBrain) conv(sessionID string) *brainConv {
+func (b *Brain) conv(sessionID string) *brainConv {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.convs[sessionID]
@@ -178,7 +184,7 @@ type modelToolUse struct {
 
 // Run runs one turn: model calls and tool calls until the model is done
 // and no input is waiting.
-func (b *builtinBrain) Run(ctx context.Context, t *executor.Turn) error {
+func (b *Brain) Run(ctx context.Context, t *executor.Turn) error {
 	if t.Metadata.ModelBaseURL == "" {
 		return errors.New("turn.start carries no model_base_url")
 	}
@@ -223,7 +229,7 @@ func (b *builtinBrain) Run(ctx context.Context, t *executor.Turn) error {
 
 // toolsFor lists the tools the model gets this turn: the local ones and
 // the client's custom tools (whose names local tools shadow).
-func (b *builtinBrain) toolsFor(t *executor.Turn) ([]json.RawMessage, map[string]bool) {
+func (b *Brain) toolsFor(t *executor.Turn) ([]json.RawMessage, map[string]bool) {
 	tools := append([]json.RawMessage(nil), b.defs...)
 	custom := map[string]bool{}
 	for _, d := range t.Metadata.CustomTools {
@@ -238,7 +244,7 @@ func (b *builtinBrain) toolsFor(t *executor.Turn) ([]json.RawMessage, map[string
 
 // refresh replaces a model token that is about to expire; on failure
 // the old one is kept.
-func (b *builtinBrain) refresh(ctx context.Context, t *executor.Turn, tok *executor.TurnToken) {
+func (b *Brain) refresh(ctx context.Context, t *executor.Turn, tok *executor.TurnToken) {
 	if tok.ExpiresAt.IsZero() || time.Until(tok.ExpiresAt) > refreshWithin {
 		return
 	}
@@ -285,7 +291,7 @@ func emitReply(t *executor.Turn, reply []json.RawMessage) ([]modelToolUse, error
 // runTools runs the calls in order and returns one tool_result block per
 // call; once ctx ends the remaining calls are answered as cancelled and
 // ctx's error is returned with them.
-func (b *builtinBrain) runTools(ctx context.Context, t *executor.Turn, uses []modelToolUse, custom map[string]bool) ([]json.RawMessage, error) {
+func (b *Brain) runTools(ctx context.Context, t *executor.Turn, uses []modelToolUse, custom map[string]bool) ([]json.RawMessage, error) {
 	results := make([]json.RawMessage, 0, len(uses))
 	var stop error
 	for _, u := range uses {
@@ -312,7 +318,7 @@ func (b *builtinBrain) runTools(ctx context.Context, t *executor.Turn, uses []mo
 }
 
 // localTool reports and runs a call of a tool that runs here.
-func (b *builtinBrain) localTool(ctx context.Context, t *executor.Turn, u modelToolUse) (executor.Result, error) {
+func (b *Brain) localTool(ctx context.Context, t *executor.Turn, u modelToolUse) (executor.Result, error) {
 	if _, err := t.Emit(executor.ToolUseEvent(u.ID, u.Name, u.Input, executor.PermissionAllow)); err != nil {
 		return executor.Result{}, err
 	}
@@ -338,7 +344,7 @@ func (b *builtinBrain) localTool(ctx context.Context, t *executor.Turn, u modelT
 
 // customTool hands a call to the client that declared the tool and
 // waits for its result, up to the custom tool timeout.
-func (b *builtinBrain) customTool(ctx context.Context, t *executor.Turn, u modelToolUse) (executor.Result, error) {
+func (b *Brain) customTool(ctx context.Context, t *executor.Turn, u modelToolUse) (executor.Result, error) {
 	wait, cancel := context.WithTimeout(ctx, b.spec.CustomToolTimeout)
 	defer cancel()
 	r, err := t.CustomTool(wait, u.Name, u.Input)
@@ -359,7 +365,7 @@ func (b *builtinBrain) customTool(ctx context.Context, t *executor.Turn, u model
 
 // call makes one Messages API call through the model gateway and returns
 // the reply's content blocks.
-func (b *builtinBrain) call(ctx context.Context, base, token string, msgs []chatMessage, tools []json.RawMessage) ([]json.RawMessage, error) {
+func (b *Brain) call(ctx context.Context, base, token string, msgs []chatMessage, tools []json.RawMessage) ([]json.RawMessage, error) {
 	body, err := json.Marshal(struct {
 		Model     string            `json:"model"`
 		MaxTokens int               `json:"max_tokens"`
@@ -441,8 +447,9 @@ func contentBlocks(raw json.RawMessage) []json.RawMessage {
 	return []json.RawMessage{encodeJSON(map[string]string{"type": "text", "text": s})}
 }
 
-// blocksText joins the text of content blocks with newlines.
-func blocksText(raw json.RawMessage) string {
+// BlocksText joins the text blocks of content (an array of content
+// blocks, or a string as one text block) with newlines.
+func BlocksText(raw json.RawMessage) string {
 	var parts []string
 	for _, blk := range contentBlocks(raw) {
 		var b struct {
@@ -455,3 +462,5 @@ func blocksText(raw json.RawMessage) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+var _ executor.Agent = (*Brain)(nil)

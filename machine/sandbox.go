@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"context"
@@ -12,29 +12,31 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/client/executor"
-	"github.com/baton-engine/baton/sandbox"
 )
 
-// boxDriver runs sandboxes: the process driver, or a fake in tests.
-type boxDriver interface {
+// SandboxDriver runs the sandboxes of a SandboxShell: the process
+// driver (package sandbox), or a fake in tests.
+type SandboxDriver interface {
 	baton.SandboxDriver
-	sandbox.Cleaner
+	// Cleanup removes every sandbox of the driver, running or left by an
+	// earlier run, and returns how many it removed.
+	Cleanup(ctx context.Context) (int, error)
 }
 
-// sandboxShell serves process.exec in sandboxes of the process driver
+// SandboxShell serves process.exec in sandboxes of the process driver
 // (Linux namespace jails over a root filesystem directory): one per
 // session, started by its first command and stopped once it has been
 // idle for the idle timeout, or when the executor stops. Commands of a
 // session share its sandbox's /work and /tmp; nothing of the host's
 // work directory is visible in it.
-type sandboxShell struct {
-	driver boxDriver
+type SandboxShell struct {
+	driver SandboxDriver
 	image  string
 	max    int
 	idle   time.Duration
 	log    *slog.Logger
-	// mounts is where [files] mounts session views on the host ("": no
-	// [files]); the sandboxes do not see them, so a cwd there (a remote
+	// mounts is where session file views are mounted on the host ("":
+	// none); the sandboxes do not see them, so a cwd there (a remote
 	// sandbox's workspace, which the server sends by default) is dropped.
 	mounts string
 
@@ -50,36 +52,24 @@ type sessionBox struct {
 	ready chan struct{} // closed once started (or failed)
 	id    string        // set before ready closes
 	err   error         // set before ready closes
-	busy  int           // commands running, under sandboxShell.mu
-	last  time.Time     // when the last command ended, under sandboxShell.mu
+	busy  int           // commands running, under SandboxShell.mu
+	last  time.Time     // when the last command ended, under SandboxShell.mu
 }
 
-// openSandboxShell makes the process driver ready for p.Image, with its
-// state under workDir/.sandboxes, removes what an earlier run left
-// there and starts the idle sweeper.
-func openSandboxShell(ctx context.Context, p *execProcess, workDir string, log *slog.Logger) (*sandboxShell, error) {
-	d := sandbox.NewProcess(sandbox.ProcessOptions{
-		RootfsDir: p.RootfsDir, StateDir: filepath.Join(workDir, ".sandboxes"), OutputCap: p.MaxOutput, Logger: log,
-	})
-	if err := d.EnsureImage(ctx, p.Image); err != nil {
-		return nil, usageErr(fmt.Errorf("configuration error: process.image %q: %w", p.Image, err))
-	}
-	if n, err := d.Cleanup(ctx); err != nil {
-		log.Warn("sandbox cleanup", "removed", n, "err", err)
-	}
-	s := newSandboxShell(d, p, log)
-	s.open()
-	return s, nil
-}
-
-func newSandboxShell(d boxDriver, p *execProcess, log *slog.Logger) *sandboxShell {
-	return &sandboxShell{driver: d, image: p.Image, max: p.MaxOutput, idle: p.IdleTimeout, log: log,
+// NewSandboxShell returns the shell that runs commands in sandboxes of
+// d, of image p.Image, keeping p.MaxOutput bytes of each stream and
+// stopping a session's sandbox once it has been idle for p.IdleTimeout.
+// mounts is where session files are mounted on the host ("" for none).
+// d must be ready for the image; Open starts the idle sweeper and Close
+// stops it and removes every sandbox of d.
+func NewSandboxShell(d SandboxDriver, p *ProcessSpec, mounts string, log *slog.Logger) *SandboxShell {
+	return &SandboxShell{driver: d, image: p.Image, max: p.MaxOutput, idle: p.IdleTimeout, mounts: mounts, log: log,
 		boxes: map[string]*sessionBox{}, stop: make(chan struct{})}
 }
 
-// open starts the sweeper, which checks for idle sandboxes a few times
+// Open starts the sweeper, which checks for idle sandboxes a few times
 // per idle timeout.
-func (s *sandboxShell) open() {
+func (s *SandboxShell) Open() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -97,7 +87,7 @@ func (s *sandboxShell) open() {
 }
 
 // Close stops the sweeper and every sandbox.
-func (s *sandboxShell) Close() {
+func (s *SandboxShell) Close() {
 	close(s.stop)
 	s.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -107,9 +97,9 @@ func (s *sandboxShell) Close() {
 	}
 }
 
-// hostMount reports whether dir lies where [files] mounts views on the
-// host.
-func (s *sandboxShell) hostMount(dir string) bool {
+// hostMount reports whether dir lies where session file views are
+// mounted on the host.
+func (s *SandboxShell) hostMount(dir string) bool {
 	if s.mounts == "" {
 		return false
 	}
@@ -120,7 +110,7 @@ func (s *sandboxShell) hostMount(dir string) bool {
 // Exec runs req.Command in the session's sandbox, in req.Cwd when set
 // (relative to the sandbox's working directory) and not a host mount of
 // session files (hostMount).
-func (s *sandboxShell) Exec(ctx context.Context, req executor.ExecRequest) (executor.ExecResult, error) {
+func (s *SandboxShell) Exec(ctx context.Context, req executor.ExecRequest) (executor.ExecResult, error) {
 	fail := executor.ExecResult{ExitCode: -1}
 	if req.Command == "" {
 		return fail, errors.New("command is empty")
@@ -151,7 +141,7 @@ func (s *sandboxShell) Exec(ctx context.Context, req executor.ExecRequest) (exec
 
 // acquire returns the session's sandbox, starting it on first use, and
 // counts a command in it.
-func (s *sandboxShell) acquire(ctx context.Context, session string) (*sessionBox, error) {
+func (s *SandboxShell) acquire(ctx context.Context, session string) (*sessionBox, error) {
 	s.mu.Lock()
 	b := s.boxes[session]
 	starter := b == nil
@@ -186,7 +176,7 @@ func (s *sandboxShell) acquire(ctx context.Context, session string) (*sessionBox
 	return b, nil
 }
 
-func (s *sandboxShell) release(b *sessionBox) {
+func (s *SandboxShell) release(b *sessionBox) {
 	s.mu.Lock()
 	b.busy--
 	b.last = time.Now()
@@ -195,7 +185,7 @@ func (s *sandboxShell) release(b *sessionBox) {
 
 // sweep stops the sandboxes idle for longer than the idle timeout at
 // now.
-func (s *sandboxShell) sweep(now time.Time) {
+func (s *SandboxShell) sweep(now time.Time) {
 	var stale []string
 	s.mu.Lock()
 	for session, b := range s.boxes {
@@ -220,3 +210,5 @@ func (s *sandboxShell) sweep(now time.Time) {
 		cancel()
 	}
 }
+
+var _ executor.ProcessHandler = (*SandboxShell)(nil)

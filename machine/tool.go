@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"bytes"
@@ -112,18 +112,22 @@ func (b *capBuf) text() (string, bool) {
 	return string(s), b.cut
 }
 
-// toolRunner runs a command-backed tool in the work directory.
-type toolRunner struct {
-	spec execTool
-	dir  string
-	env  []string
-}
-
-// Tool is the SDK tool serving r.
-func (r *toolRunner) Tool() executor.Tool {
-	return executor.Tool{Def: r.spec.Def, Handle: func(ctx context.Context, c executor.Call) (executor.Result, error) {
+// NewTool returns the SDK tool that runs spec in dir with env (nil
+// inherits this process's environment). Its stdout is the result; a
+// non-zero exit, a timeout or a command that cannot start is an
+// is_error result; a cancelled call kills the command's process group.
+func NewTool(spec ToolSpec, dir string, env []string) executor.Tool {
+	r := &toolRunner{spec: spec, dir: dir, env: env}
+	return executor.Tool{Def: spec.Def, Handle: func(ctx context.Context, c executor.Call) (executor.Result, error) {
 		return r.run(ctx, c.Input)
 	}}
+}
+
+// toolRunner runs a command-backed tool in the work directory.
+type toolRunner struct {
+	spec ToolSpec
+	dir  string
+	env  []string
 }
 
 // run runs the tool with input: its stdout is the result; a non-zero
@@ -169,7 +173,7 @@ func expandArgv(tmpl []string, vals map[string]string) []string {
 	out := make([]string, len(tmpl))
 	for i, a := range tmpl {
 		out[i] = a
-		if names := placeholders(a); len(names) == 1 && a == "{"+names[0]+"}" {
+		if names := Placeholders(a); len(names) == 1 && a == "{"+names[0]+"}" {
 			out[i] = vals[names[0]]
 		}
 	}
@@ -226,7 +230,7 @@ func inputValues(input json.RawMessage) (map[string]string, error) {
 	return vals, nil
 }
 
-// fillScript replaces every placeholder of s (see placeholders) with f of
+// fillScript replaces every placeholder of s (see Placeholders) with f of
 // its name, in one pass: substituted text is never scanned again.
 func fillScript(s string, f func(name string) string) string {
 	var b strings.Builder
@@ -243,4 +247,43 @@ func fillScript(s string, f func(name string) string) string {
 // shQuote makes s one literal word for sh.
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Placeholders returns the names of the {name} placeholders of s, in
+// order: a {name} whose name is letters, digits and '_', not starting
+// with a digit, and that does not follow a '$' (a shell's ${VAR} is
+// left alone). These are the placeholders NewTool and CommandAgent fill
+// in.
+func Placeholders(s string) []string {
+	var out []string
+	scanPlaceholders(s, func(start, end int) { out = append(out, s[start+1:end-1]) })
+	return out
+}
+
+// scanPlaceholders calls f with the bounds [start, end) of each
+// placeholder of s (see Placeholders).
+func scanPlaceholders(s string, f func(start, end int)) {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '{' || (i > 0 && s[i-1] == '$') {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isNameByte(s[j], j == i+1) {
+			j++
+		}
+		if j > i+1 && j < len(s) && s[j] == '}' {
+			f(i, j+1)
+			i = j
+		}
+	}
+}
+
+func isNameByte(b byte, first bool) bool {
+	switch {
+	case b == '_', b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z':
+		return true
+	case b >= '0' && b <= '9':
+		return !first
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"bufio"
@@ -20,33 +20,39 @@ const (
 	maxAgentStderr = 64 << 10 // stderr kept for the error of a failed run
 )
 
-// cliAgent is a brain that runs a command per turn, such as a
-// Claude-Code-style CLI: agent.command with {model}, {session_id} and
+// CommandAgent is a brain that runs a command per turn, such as a
+// Claude-Code-style CLI: AgentSpec.Command with {model}, {session_id} and
 // {turn_id} filled in, in the work directory, the turn's text on stdin
 // and the model gateway in its environment (ANTHROPIC_BASE_URL =
 // model_base_url, ANTHROPIC_API_KEY = model_token, plus BATON_SESSION_ID
 // and BATON_TURN_ID). Each line it prints is an agent.message; a
 // non-zero exit fails the turn with its stderr. Input added while it
 // runs is the prompt of another run in the same turn.
-type cliAgent struct {
-	spec *execAgent
+type CommandAgent struct {
+	spec *AgentSpec
 	dir  string
 	env  []string
 	log  *slog.Logger
 }
 
+// NewCommandAgent returns the agent that runs spec.Command in dir, with
+// env (the caller's, without secrets) plus the turn's variables.
+func NewCommandAgent(spec *AgentSpec, dir string, env []string, log *slog.Logger) *CommandAgent {
+	return &CommandAgent{spec: spec, dir: dir, env: env, log: log}
+}
+
 // Open keeps no local state: the ref is the session id.
-func (a *cliAgent) Open(_ context.Context, sessionID, _ string) (string, error) {
+func (a *CommandAgent) Open(_ context.Context, sessionID, _ string) (string, error) {
 	return sessionID, nil
 }
 
 // Close has nothing to release.
-func (a *cliAgent) Close(context.Context, string) error { return nil }
+func (a *CommandAgent) Close(context.Context, string) error { return nil }
 
 // Run runs the command for the turn's input, then again for each batch
 // of input that arrived meanwhile.
-func (a *cliAgent) Run(ctx context.Context, t *executor.Turn) error {
-	prompt := blocksText(t.Input)
+func (a *CommandAgent) Run(ctx context.Context, t *executor.Turn) error {
+	prompt := BlocksText(t.Input)
 	tok := executor.TurnToken{Token: t.Metadata.ModelToken, ExpiresAt: t.Metadata.ModelTokenExpiresAt}
 	for {
 		if !tok.ExpiresAt.IsZero() && time.Until(tok.ExpiresAt) < refreshWithin {
@@ -65,14 +71,14 @@ func (a *cliAgent) Run(ctx context.Context, t *executor.Turn) error {
 		}
 		texts := make([]string, len(ins))
 		for i, in := range ins {
-			texts[i] = blocksText(in.Content)
+			texts[i] = BlocksText(in.Content)
 		}
 		prompt = strings.Join(texts, "\n")
 	}
 }
 
 // runOnce runs the command once, emitting its stdout line by line.
-func (a *cliAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, token string) error {
+func (a *CommandAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, token string) error {
 	run := ctx
 	if a.spec.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -139,3 +145,5 @@ func (a *cliAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, token 
 	}
 	return nil
 }
+
+var _ executor.Agent = (*CommandAgent)(nil)

@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"context"
@@ -73,14 +73,13 @@ func (f *fakeBoxes) record() (started, stopped, execs []string, cleanups int) {
 	return append([]string(nil), f.started...), append([]string(nil), f.stopped...), append([]string(nil), f.execs...), f.cleanups
 }
 
-// TestExecutorCmdSandboxShell: one sandbox per session, started on its
+// TestSandboxShell: one sandbox per session, started on its
 // first command and reused, cwd honoured, timeouts reported as
 // executor.ErrTimeout, idle sandboxes stopped, everything cleaned up on
 // Close.
-func TestExecutorCmdSandboxShell(t *testing.T) {
+func TestSandboxShell(t *testing.T) {
 	d := &fakeBoxes{}
-	s := newSandboxShell(d, &execProcess{Image: "img", MaxOutput: 99, IdleTimeout: time.Minute}, slog.New(slog.DiscardHandler))
-	s.mounts = filepath.FromSlash("/srv/mnt")
+	s := NewSandboxShell(d, &ProcessSpec{Image: "img", MaxOutput: 99, IdleTimeout: time.Minute}, filepath.FromSlash("/srv/mnt"), slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 
 	res, err := s.Exec(ctx, executor.ExecRequest{SessionID: "a", Command: "echo 1"})
@@ -132,18 +131,18 @@ func TestExecutorCmdSandboxShell(t *testing.T) {
 		t.Errorf("started %v, want a third sandbox", started)
 	}
 
-	s.open()
+	s.Open()
 	s.Close()
 	if _, _, _, cleanups := d.record(); cleanups != 1 {
 		t.Errorf("%d cleanups on Close, want 1", cleanups)
 	}
 }
 
-// TestExecutorCmdSandboxStartFails reports the driver's error and tries
+// TestSandboxShellStartFails reports the driver's error and tries
 // afresh on the next command.
-func TestExecutorCmdSandboxStartFails(t *testing.T) {
+func TestSandboxShellStartFails(t *testing.T) {
 	d := &fakeBoxes{fail: errors.New("no namespaces")}
-	s := newSandboxShell(d, &execProcess{Image: "img", IdleTimeout: time.Minute}, slog.New(slog.DiscardHandler))
+	s := NewSandboxShell(d, &ProcessSpec{Image: "img", IdleTimeout: time.Minute}, "", slog.New(slog.DiscardHandler))
 	_, err := s.Exec(context.Background(), executor.ExecRequest{SessionID: "a", Command: "true"})
 	if err == nil || err.Error() != "start sandbox: no namespaces" {
 		t.Fatalf("exec: %v", err)
