@@ -14,7 +14,9 @@
 // linking any server code, it imports only the standard library: mapping
 // Baton's errors to these codes and running a connection over a
 // WebSocket are the harness's business (package executor/peer), and the
-// SDK runs its own connection.
+// SDK runs its own connection. Where the two sides deliberately differ,
+// both rules live here side by side: Decode is the harness's strict
+// decoder, DecodeLoose the executor's tolerant one.
 //
 // The package knows nothing about sessions, leases or tokens.
 package proto
