@@ -282,9 +282,7 @@ func (e *Executor) onTurnCancel(r *request) (any, *RPCError) {
 		ok = true
 	}
 	e.mu.Unlock()
-	return struct {
-		Canceled bool `json:"canceled"`
-	}{ok}, nil
+	return proto.TurnCancelResult{Canceled: ok}, nil
 }
 
 func (e *Executor) onSessionClose(r *request) (any, *RPCError) {
@@ -295,9 +293,7 @@ func (e *Executor) onSessionClose(r *request) (any, *RPCError) {
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
-	return struct {
-		Closed bool `json:"closed"`
-	}{e.closeAgentSession(p.SessionID)}, nil
+	return proto.SessionCloseResult{Closed: e.closeAgentSession(p.SessionID)}, nil
 }
 
 // closeAgentSession cancels the running turn, waits until the session's

@@ -177,9 +177,5 @@ const (
 // "mcp_unavailable". It is lossy: while disconnected it returns
 // ErrDisconnected.
 func (e *Executor) SessionStatus(sessionID, status, detail string) error {
-	return e.notifyLive(proto.MethodSessionStatus, struct {
-		SessionID string `json:"session_id"`
-		Status    string `json:"status"`
-		Detail    string `json:"detail,omitempty"`
-	}{sessionID, status, detail})
+	return e.notifyLive(proto.MethodSessionStatus, proto.SessionStatusParams{SessionID: sessionID, Status: status, Detail: detail})
 }

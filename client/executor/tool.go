@@ -293,9 +293,7 @@ func (e *Executor) onToolCancel(r *request) (any, *RPCError) {
 		rc.cancel()
 	}
 	e.mu.Unlock()
-	return struct {
-		Canceled bool `json:"canceled"`
-	}{ok}, nil
+	return proto.ToolCancelResult{Canceled: ok}, nil
 }
 
 // cutCall is a running tool call that Close answers itself.

@@ -163,12 +163,9 @@ func (t *Turn) Delta(eventID string, delta any) error {
 // The harness signs one only while the turn is active: otherwise an
 // *RPCError with CodeTurnInactive.
 func (t *Turn) RefreshModelToken(ctx context.Context) (TurnToken, error) {
-	var res struct {
-		Token     string    `json:"model_token"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}
+	var res proto.ModelTokenRefreshResult
 	err := t.e.call(ctx, proto.MethodModelTokenRefresh, proto.ModelTokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID}, &res)
-	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+	return TurnToken{Token: res.ModelToken, ExpiresAt: res.ExpiresAt}, err
 }
 
 // Epoch is the session's current binding epoch: Metadata.Epoch until a
@@ -187,10 +184,7 @@ func (t *Turn) Epoch() int64 {
 // refused as turn_inactive because a reconnect moved the session to a
 // new epoch meanwhile is sent again with it.
 func (t *Turn) RefreshToolsToken(ctx context.Context) (TurnToken, error) {
-	var res struct {
-		Token     string    `json:"tools_mcp_token"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}
+	var res proto.ToolsTokenRefreshResult
 	for {
 		epoch := t.Epoch()
 		err := t.e.call(ctx, proto.MethodToolsTokenRefresh, proto.ToolsTokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: epoch}, &res)
@@ -198,6 +192,6 @@ func (t *Turn) RefreshToolsToken(ctx context.Context) (TurnToken, error) {
 		if errors.As(err, &rerr) && rerr.Code == CodeTurnInactive && t.Epoch() != epoch {
 			continue
 		}
-		return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+		return TurnToken{Token: res.ToolsMCPToken, ExpiresAt: res.ExpiresAt}, err
 	}
 }
