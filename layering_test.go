@@ -20,7 +20,7 @@ var layers = map[string]rule{
 	// The domain and the Go SDK import only the standard library.
 	"":                             stdOnly(),
 	"client":                       stdOnly(),
-	"client/executor":              may(), // the SDK: never a server package
+	"client/executor":              may("executor/proto"), // the SDK: never a server package
 	"client/executor/executortest": may("client/executor"),
 	"examples/harness":             may("client"),
 	"examples/laptop":              may("client"),
@@ -33,7 +33,7 @@ var layers = map[string]rule{
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),
-	"executor/proto":           may("", "wire"),
+	"executor/proto":           stdOnly(),
 	"filearea":                 may("", "executor/proto"),
 	"provider":                 stdOnly(""),
 	"provider/sse":             stdOnly(),
@@ -53,7 +53,8 @@ var layers = map[string]rule{
 	"provider/scripted":   may("", "provider", "internal/rawjson"),
 	"httpapi":             may("", "wire", "internal/httpx", "filearea"),
 	"adminapi":            may("", "wire", "internal/httpx", "internal/rawjson"),
-	"executor":            may("", "executor/proto", "internal/httpx"),
+	"executor":            may("", "executor/proto", "executor/peer", "internal/httpx"),
+	"executor/peer":       may("", "executor/proto", "wire"),
 	// gateway: auth.TurnGrant, and the model APIs it serves.
 	"gateway": may("", "auth", "provider", "provider/anthropic", "provider/openai", "internal/httpx", "internal/rawjson"),
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -207,7 +208,7 @@ func (h *Hub) StartTurn(ctx context.Context, t *baton.BrainTurn) error {
 			h.endAgentLocked(a)
 		}
 		h.mu.Unlock()
-		if ctx.Err() != nil || !(errors.Is(last, ErrOverCapacity) || errors.Is(last, proto.ErrClosed)) {
+		if ctx.Err() != nil || !(errors.Is(last, ErrOverCapacity) || errors.Is(last, peer.ErrClosed)) {
 			break
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkAgentEventRoundTrip(b *testing.B) {
 	h.Attach(nopSink{})
 	tok := tokens.add("bae_ext_agent", baton.ExecutorGrant{Scope: baton.ExecutorScopeMachine, MachineID: "mch_1", CredentialID: "c", ExpiresAt: time.Now().Add(time.Hour)})
 	var epoch atomic.Int64 // set by the executor's reader
-	ex := proto.NewPeer(benchDial(b, url, tok), proto.PeerOptions{Handler: func(_ context.Context, f *proto.Frame) (any, error) {
+	ex := peer.New(benchDial(b, url, tok), peer.Options{Handler: func(_ context.Context, f *proto.Frame) (any, error) {
 		if f.Method == proto.MethodTurnStart {
 			var p proto.TurnStartParams
 			_ = f.Bind(&p)

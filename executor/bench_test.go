@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -49,18 +50,18 @@ func benchDial(b *testing.B, url, token string) *websocket.Conn {
 	return ws
 }
 
-// benchExecutor is an executor built on proto.Peer that answers every
+// benchExecutor is an executor built on peer.Peer that answers every
 // tool.call at once: ack, then tool.result from a sender goroutine.
-func benchExecutor(b *testing.B, ws *websocket.Conn) *proto.Peer {
+func benchExecutor(b *testing.B, ws *websocket.Conn) *peer.Peer {
 	b.Helper()
 	results := make(chan proto.ToolResultParams, 16)
-	var p *proto.Peer
-	p = proto.NewPeer(ws, proto.PeerOptions{Handler: func(_ context.Context, f *proto.Frame) (any, error) {
+	var p *peer.Peer
+	p = peer.New(ws, peer.Options{Handler: func(_ context.Context, f *proto.Frame) (any, error) {
 		switch f.Method {
 		case proto.MethodSessionAssign:
 			var ap proto.AssignParams
 			_ = f.Bind(&ap)
-			return &proto.Reply{Result: proto.Accepted{Accepted: true}, After: func() {
+			return &peer.Reply{Result: proto.Accepted{Accepted: true}, After: func() {
 				go func() {
 					_ = p.Call(context.Background(), proto.MethodSessionReady, proto.SessionEpoch{SessionID: ap.SessionID, Epoch: ap.Epoch}, nil)
 				}()
@@ -68,7 +69,7 @@ func benchExecutor(b *testing.B, ws *websocket.Conn) *proto.Peer {
 		case proto.MethodToolCall:
 			var tc proto.ToolCallParams
 			_ = f.Bind(&tc)
-			return &proto.Reply{Result: proto.Accepted{Accepted: true}, After: func() {
+			return &peer.Reply{Result: proto.Accepted{Accepted: true}, After: func() {
 				results <- proto.ToolResultParams{SessionID: tc.SessionID, ToolCallID: tc.ToolCallID, Content: json.RawMessage(`[{"type":"text","text":"ok"}]`)}
 			}}, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -140,7 +141,7 @@ func (h *Hub) Assign(ctx context.Context, t Target, a Assignment) (*Binding, err
 			return b, nil
 		}
 		last = err
-		if ctx.Err() != nil || !(errors.Is(err, ErrOverCapacity) || errors.Is(err, proto.ErrClosed)) {
+		if ctx.Err() != nil || !(errors.Is(err, ErrOverCapacity) || errors.Is(err, peer.ErrClosed)) {
 			break
 		}
 	}
@@ -168,7 +169,7 @@ func (h *Hub) assignTo(ctx context.Context, rec *execRec, a Assignment) (*Bindin
 	c := rec.conn
 	if c == nil || c.closing {
 		h.mu.Unlock()
-		return nil, fmt.Errorf("%w: executor %s went away", proto.ErrClosed, rec.id)
+		return nil, fmt.Errorf("%w: executor %s went away", peer.ErrClosed, rec.id)
 	}
 	h.epoch++
 	b := &Binding{

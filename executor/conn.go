@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -21,7 +22,7 @@ type conn struct {
 	hub      *Hub
 	id       string
 	protocol string // the negotiated subprotocol
-	peer     *proto.Peer
+	peer     *peer.Peer
 
 	grant        *baton.ExecutorGrant // the current token's; refresh replaces it
 	exec         *execRec             // nil until registered
@@ -63,7 +64,7 @@ func (h *Hub) table() map[string]method {
 	}
 }
 
-// handle is the connection's proto.Handler: until the connection is
+// handle is the connection's peer.Handler: until the connection is
 // registered only executor.register is allowed; anything else is -32600
 // and closes it with 4002.
 func (c *conn) handle(ctx context.Context, f *proto.Frame) (any, error) {
@@ -98,7 +99,7 @@ func (c *conn) handle(ctx context.Context, f *proto.Frame) (any, error) {
 // saying what is missing, then close 4002 (bma.executor.v1.1 "First
 // frame"). It is nil once the connection is registered. It is also the
 // peer's Invalid hook, for the messages the handler never sees.
-func (c *conn) unregistered(e *proto.Error) *proto.Reply {
+func (c *conn) unregistered(e *proto.Error) *peer.Reply {
 	h := c.hub
 	h.mu.Lock()
 	registered, first := c.exec != nil, !c.spoke
@@ -114,7 +115,7 @@ func (c *conn) unregistered(e *proto.Error) *proto.Reply {
 	if e == nil {
 		e = proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: %s", why)
 	}
-	return &proto.Reply{Err: e, After: func() { h.shut(c, proto.CloseProtocolError, why) }}
+	return &peer.Reply{Err: e, After: func() { h.shut(c, proto.CloseProtocolError, why) }}
 }
 
 func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
@@ -124,7 +125,7 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 	}
 	h := c.hub
 	if p.Protocol != c.protocol {
-		return &proto.Reply{
+		return &peer.Reply{
 			Err: proto.Errorf(proto.CodeProtocolMismatch, "protocol %q does not match the negotiated subprotocol %q", p.Protocol, c.protocol),
 			After: func() {
 				h.shut(c, proto.CloseProtocolMismatch, "protocol mismatch")
@@ -183,7 +184,7 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 	slices.SortStableFunc(res.Sessions, func(x, y proto.SessionEpoch) int { return strings.Compare(x.SessionID, y.SessionID) })
 	h.log.Info("executor registered", slog.String("executor_id", id), slog.String("connection_id", c.id),
 		slog.String("scope", g.Scope), slog.String("owner", rec.owner()), slog.Int("resumed", len(resumed)))
-	return &proto.Reply{Result: res, After: func() {
+	return &peer.Reply{Result: res, After: func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, b := range resumed {
@@ -239,7 +240,7 @@ func (c *conn) stopSessions(reason string, sessionIDs ...string) {
 		var res proto.SessionStopResult
 		err := c.peer.Call(ctx, proto.MethodSessionStop, proto.SessionStopParams{SessionID: id, Reason: reason}, &res)
 		cancel()
-		if errors.Is(err, proto.ErrClosed) {
+		if errors.Is(err, peer.ErrClosed) {
 			return
 		}
 		if err != nil {
@@ -480,7 +481,7 @@ func (h *Hub) detachLocked(c *conn) {
 			b.conn = nil
 		}
 		if !b.ready {
-			h.endLocked(b, fmt.Errorf("%w: the executor connection closed before session.ready", proto.ErrClosed))
+			h.endLocked(b, fmt.Errorf("%w: the executor connection closed before session.ready", peer.ErrClosed))
 		}
 	}
 	if len(rec.bindings) == 0 {

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -181,7 +182,7 @@ func (x *Hands) bind(ctx context.Context, c baton.ExecutorCall) (*Binding, error
 func (x *Hands) assign(ctx context.Context, t Target, a Assignment) (*Binding, error) {
 	for range 3 {
 		b, err := x.hub.Assign(ctx, t, a)
-		if !errors.Is(err, proto.ErrClosed) {
+		if !errors.Is(err, peer.ErrClosed) {
 			return b, err
 		}
 	}
@@ -311,7 +312,7 @@ func (x *Hands) explain(err error, c baton.ExecutorCall) error {
 		msg = fmt.Sprintf("no executor of environment %s serving tool '%s' is connected", c.EnvironmentID, c.Name)
 	case errors.Is(err, ErrOverCapacity):
 		msg = fmt.Sprintf("every executor of environment %s serving tool '%s' is at capacity; try again later", c.EnvironmentID, c.Name)
-	case errors.Is(err, proto.ErrClosed):
+	case errors.Is(err, peer.ErrClosed):
 		msg = fmt.Sprintf("the executor serving tool '%s' went away", c.Name)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrDraining):
 		msg = "the server is shutting down; executor tools are unavailable"

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 	"github.com/baton-engine/baton/internal/httpx"
 )
@@ -159,7 +160,7 @@ func Open(opts Options) (*Hub, error) {
 func (h *Hub) Drain(ctx context.Context, reason string) error {
 	h.mu.Lock()
 	h.draining = true
-	var peers []*proto.Peer
+	var peers []*peer.Peer
 	for c := range h.conns {
 		if c.exec != nil && !c.closing {
 			peers = append(peers, c.peer)
@@ -183,7 +184,7 @@ func (h *Hub) Drain(ctx context.Context, reason string) error {
 		return err
 	}
 	for _, err := range errs {
-		if err != nil && !errors.Is(err, proto.ErrClosed) {
+		if err != nil && !errors.Is(err, peer.ErrClosed) {
 			return err
 		}
 	}
@@ -206,7 +207,7 @@ func (h *Hub) Close(ctx context.Context) error {
 
 	derr := h.Drain(ctx, "shutdown")
 	h.mu.Lock()
-	peers := make([]*proto.Peer, 0, len(h.conns))
+	peers := make([]*peer.Peer, 0, len(h.conns))
 	for c := range h.conns {
 		c.closing = true
 		c.stopTimersLocked()
@@ -321,7 +322,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.wg.Add(1)
 	h.mu.Unlock()
 	defer h.wg.Done()
-	ws, nc, err := proto.Accept(w, r, &websocket.AcceptOptions{
+	ws, nc, err := peer.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{sub},
 		CompressionMode: websocket.CompressionDisabled,
 	})
@@ -331,7 +332,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 		return
 	}
-	peer := proto.NewPeer(ws, proto.PeerOptions{
+	p := peer.New(ws, peer.Options{
 		Handler:      c.handle,
 		Logger:       h.log,
 		WriteTimeout: h.writeTimeout,
@@ -340,22 +341,22 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Invalid:      c.unregistered,
 	})
 	h.mu.Lock()
-	c.peer = peer
+	c.peer = p
 	if c.closing { // revoked, or the hub closed, during the upgrade
 		code, reason := c.closeCode, c.closeReason
 		h.mu.Unlock()
 		if code == 0 {
-			peer.Kill()
+			p.Kill()
 		} else {
-			peer.Close(code, reason)
+			p.Close(code, reason)
 		}
-		peer.Start()
-		<-peer.Done()
+		p.Start()
+		<-p.Done()
 		return
 	}
 	c.startTimersLocked()
 	h.mu.Unlock()
-	peer.Start()
+	p.Start()
 }
 
 // negotiate picks the preferred subprotocol the client offers, or "".

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-engine/baton/executor/peer"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -232,7 +233,7 @@ func TestAssignFailsWhenConnectionDrops(t *testing.T) {
 	ch := e.assignAsync(Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
 	a.expect(proto.MethodSessionAssign, nil)
 	a.kill()
-	if got := wait(t, ch); !errors.Is(got.err, proto.ErrClosed) {
+	if got := wait(t, ch); !errors.Is(got.err, peer.ErrClosed) {
 		t.Fatalf("assign: %v", got.err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // Agent is a brain: it runs whole agent turns on this machine. The
@@ -50,7 +52,7 @@ func (e *Executor) onTurnStart(r *request) (any, *RPCError) {
 	if e.cfg.Agent == nil {
 		return nil, capabilityMissing("agent")
 	}
-	var p turnStartParams
+	var p proto.TurnStartParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -87,15 +89,16 @@ func (e *Executor) onTurnStart(r *request) (any, *RPCError) {
 		s.epoch = p.Metadata.Epoch
 	}
 	s.turns[p.TurnID] = true
-	if ws := p.Metadata.WorkspacePath; ws != "" {
+	md := turnMetadata(p.Metadata)
+	if ws := md.WorkspacePath; ws != "" {
 		if e.files == nil || !strings.HasPrefix(ws, "/") {
-			p.Metadata.WorkspacePath = ""
+			md.WorkspacePath = ""
 		} else {
-			p.Metadata.WorkspacePath = e.files.localDir(ws)
+			md.WorkspacePath = e.files.localDir(ws)
 		}
 	}
 	ctx, cancel := context.WithCancel(e.life)
-	t := &Turn{SessionID: p.SessionID, ID: p.TurnID, Input: p.Input, Metadata: p.Metadata,
+	t := &Turn{SessionID: p.SessionID, ID: p.TurnID, Input: p.Input, Metadata: md,
 		e: e, s: s, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		inputIDs: map[string]bool{}, ready: make(chan struct{}, 1)}
 	prev := s.last
@@ -131,7 +134,7 @@ func (e *Executor) replyStarted(r *request, s *agentSession) {
 		r.reply(nil, e.openRefused(r.c, s.openErr))
 		return
 	}
-	r.reply(turnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
+	r.reply(proto.TurnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
 }
 
 // openRefused answers a turn.start whose session did not open: -32009
@@ -184,7 +187,7 @@ func (e *Executor) runTurn(r *request, t *Turn, first bool, ref string, prev *Tu
 		r.reply(nil, e.openRefused(r.c, s.openErr))
 		return
 	}
-	r.reply(turnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
+	r.reply(proto.TurnStartResult{Accepted: true, ExecutorSessionRef: s.ref}, nil)
 	e.emitLogged(t, mustEvent(EventStatusRunning, nil))
 	err := safeRun(t.ctx, e.cfg.Agent, t)
 	outcome := OutcomeCompleted
@@ -243,7 +246,7 @@ func (e *Executor) onTurnInput(r *request) (any, *RPCError) {
 	if e.cfg.Agent == nil {
 		return nil, capabilityMissing("agent")
 	}
-	var p turnInputParams
+	var p proto.TurnInputParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -260,14 +263,14 @@ func (e *Executor) onTurnInput(r *request) (any, *RPCError) {
 		return nil, rpcErr(CodeConflict, "turn is not running", map[string]string{"reason": "turn_not_running"})
 	}
 	t.deliver(Input{ID: p.InputID, Content: p.Input})
-	return ack{true}, nil
+	return proto.Ack{OK: true}, nil
 }
 
 func (e *Executor) onTurnCancel(r *request) (any, *RPCError) {
 	if e.cfg.Agent == nil {
 		return nil, capabilityMissing("agent")
 	}
-	var p turnRef
+	var p proto.TurnCancelParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -279,22 +282,18 @@ func (e *Executor) onTurnCancel(r *request) (any, *RPCError) {
 		ok = true
 	}
 	e.mu.Unlock()
-	return struct {
-		Canceled bool `json:"canceled"`
-	}{ok}, nil
+	return proto.TurnCancelResult{Canceled: ok}, nil
 }
 
 func (e *Executor) onSessionClose(r *request) (any, *RPCError) {
 	if e.cfg.Agent == nil {
 		return nil, capabilityMissing("agent")
 	}
-	var p sessionIDParams
+	var p proto.SessionCloseParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
-	return struct {
-		Closed bool `json:"closed"`
-	}{e.closeAgentSession(p.SessionID)}, nil
+	return proto.SessionCloseResult{Closed: e.closeAgentSession(p.SessionID)}, nil
 }
 
 // closeAgentSession cancels the running turn, waits until the session's

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // scriptAgent is a hand-written Agent whose Run is set per test.
@@ -67,7 +69,7 @@ func (v eventView) typ(t *testing.T) string {
 	return decode[map[string]any](t, v.Event)["type"].(string)
 }
 
-func nextEvent(t *testing.T, fc *fakeConn) (eventView, *frame) {
+func nextEvent(t *testing.T, fc *fakeConn) (eventView, *proto.Frame) {
 	t.Helper()
 	f := fc.next(t, "session.event")
 	return decode[eventView](t, f.Params), f
@@ -113,9 +115,9 @@ func TestAgentTurn(t *testing.T) {
 	})
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
 
-	var started turnStartResult
+	var started proto.TurnStartResult
 	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 5), &started)
-	if d := cmp.Diff(turnStartResult{Accepted: true, ExecutorSessionRef: "ref-ses_1"}, started); d != "" {
+	if d := cmp.Diff(proto.TurnStartResult{Accepted: true, ExecutorSessionRef: "ref-ses_1"}, started); d != "" {
 		t.Errorf("turn.start result (-want +got):\n%s", d)
 	}
 	if got := await(t, a.opened, "Open"); got != "ses_1|" {
@@ -149,7 +151,7 @@ func TestAgentTurn(t *testing.T) {
 	}
 	delta := fc.next(t, "session.event_delta")
 	ev, _ = nextEvent(t, fc)
-	if delta.ID != nil || decode[deltaParams](t, delta.Params).EventID != ev.EventID {
+	if delta.ID != nil || decode[proto.EventDeltaParams](t, delta.Params).EventID != ev.EventID {
 		t.Errorf("delta %s does not preview event %s", delta.Params, ev.EventID)
 	}
 	if ev.Sequence != 3 || messageText(t, ev) != "got hello" {
@@ -162,14 +164,14 @@ func TestAgentTurn(t *testing.T) {
 	var canceled struct {
 		Canceled bool `json:"canceled"`
 	}
-	fc.result(t, "turn.cancel", turnRef{SessionID: "ses_1", TurnID: "turn_1"}, &canceled)
+	fc.result(t, "turn.cancel", proto.TurnCancelParams{SessionID: "ses_1", TurnID: "turn_1"}, &canceled)
 	if !canceled.Canceled {
 		t.Error("turn.cancel of the running turn answered canceled:false")
 	}
 	if ev, _ = nextEvent(t, fc); ev.Sequence != 5 || string(ev.Event) != `{"type":"session.status_idle","turn_outcome":"canceled"}` {
 		t.Errorf("event after cancel = %d %s", ev.Sequence, ev.Event)
 	}
-	fc.result(t, "turn.cancel", turnRef{SessionID: "ses_1", TurnID: "turn_1"}, &canceled)
+	fc.result(t, "turn.cancel", proto.TurnCancelParams{SessionID: "ses_1", TurnID: "turn_1"}, &canceled)
 	if canceled.Canceled {
 		t.Error("second turn.cancel answered canceled:true")
 	}
@@ -236,7 +238,7 @@ func TestAgentEventsResentAfterReconnect(t *testing.T) {
 	})
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
 	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 3), nil)
-	sent := map[int64]*frame{}
+	sent := map[int64]*proto.Frame{}
 	for range 5 {
 		ev, f := nextEvent(t, fc)
 		sent[ev.Sequence] = f
@@ -246,9 +248,9 @@ func TestAgentEventsResentAfterReconnect(t *testing.T) {
 
 	h.answer("session.event", nil)
 	fc2 := h.conn(t)
-	reg := decode[registerParams](t, fc2.next(t, "executor.register").Params)
+	reg := decode[proto.RegisterParams](t, fc2.next(t, "executor.register").Params)
 	two := int64(2)
-	want := &resume{ExecutorID: "exr_1", ActiveSessions: []activeSession{{SessionID: "ses_1", Epoch: 3, AckedSequence: &two}}}
+	want := &proto.Resume{ExecutorID: "exr_1", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: 3, AckedSequence: &two}}}
 	if d := cmp.Diff(want, reg.Resume); d != "" {
 		t.Errorf("resume (-want +got):\n%s", d)
 	}
@@ -258,7 +260,7 @@ func TestAgentEventsResentAfterReconnect(t *testing.T) {
 			t.Fatalf("resent %d (id %s), want %d re-sent unchanged (id %s)", ev.Sequence, f.ID, seq, sent[seq].ID)
 		}
 	}
-	fc2.result(t, "turn.cancel", turnRef{SessionID: "ses_1", TurnID: "turn_1"}, nil)
+	fc2.result(t, "turn.cancel", proto.TurnCancelParams{SessionID: "ses_1", TurnID: "turn_1"}, nil)
 	if ev, _ := nextEvent(t, fc2); ev.Sequence != 6 || ev.typ(t) != EventStatusIdle {
 		t.Errorf("new event after the resend = %d %s", ev.Sequence, ev.Event)
 	}
@@ -305,7 +307,7 @@ func TestAgentInteractionCustomToolTokens(t *testing.T) {
 		t.Errorf("interaction.request (-want +got):\n%s", d)
 	}
 	resp := map[string]any{"interaction_id": apprID, "status": "resolved", "answer": map[string]string{"decision": "allow"}}
-	var acc accepted
+	var acc proto.Accepted
 	fc.result(t, "interaction.response", resp, &acc)
 	if !acc.Accepted {
 		t.Error("first interaction.response not accepted")
@@ -373,17 +375,17 @@ func TestAgentCancelWithdrawsInteraction(t *testing.T) {
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
 	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 1), nil)
 	fc.next(t, "interaction.request")
-	fc.result(t, "turn.cancel", turnRef{SessionID: "ses_1", TurnID: "turn_1"}, nil)
+	fc.result(t, "turn.cancel", proto.TurnCancelParams{SessionID: "ses_1", TurnID: "turn_1"}, nil)
 	f := fc.next(t, "interaction.cancel")
-	if d := cmp.Diff(interactionCancel{InteractionID: "q1", Reason: "turn_canceled"}, decode[interactionCancel](t, f.Params)); d != "" {
+	if d := cmp.Diff(proto.InteractionCancelParams{InteractionID: "q1", Reason: "turn_canceled"}, decode[proto.InteractionCancelParams](t, f.Params)); d != "" {
 		t.Errorf("interaction.cancel (-want +got):\n%s", d)
 	}
-	if ev := fc.until(t, "session.event", func(f *frame) bool {
+	if ev := fc.until(t, "session.event", func(f *proto.Frame) bool {
 		return decode[eventView](t, f.Params).typ(t) == EventStatusIdle
 	}); decode[map[string]string](t, decode[eventView](t, ev.Params).Event)["turn_outcome"] != OutcomeCanceled {
 		t.Errorf("outcome of a canceled turn: %s", ev.Params)
 	}
-	var acc accepted
+	var acc proto.Accepted
 	fc.result(t, "interaction.response", map[string]any{"interaction_id": "q1", "status": "canceled"}, &acc)
 	if acc.Accepted {
 		t.Error("response to a withdrawn interaction accepted")
@@ -402,7 +404,7 @@ func TestAgentCustomToolTimeout(t *testing.T) {
 	})
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
 	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 1), nil)
-	use := fc.until(t, "session.event", func(f *frame) bool {
+	use := fc.until(t, "session.event", func(f *proto.Frame) bool {
 		return decode[eventView](t, f.Params).typ(t) == EventCustomToolUse
 	})
 	id := decode[eventView](t, use.Params).EventID
@@ -418,7 +420,7 @@ func TestAgentCustomToolTimeout(t *testing.T) {
 	if ev, _ = nextEvent(t, fc); ev.typ(t) != EventStatusIdle {
 		t.Errorf("turn did not continue: %s", ev.Event)
 	}
-	var acc accepted
+	var acc proto.Accepted
 	fc.result(t, "agent.custom_tool_result", map[string]any{"session_id": "ses_1", "tool_use_id": id, "content": "late"}, &acc)
 	if acc.Accepted {
 		t.Error("a result after the timeout was accepted")
@@ -444,7 +446,7 @@ func TestAgentSessionClose(t *testing.T) {
 	var closed struct {
 		Closed bool `json:"closed"`
 	}
-	fc.result(t, "session.close", sessionIDParams{SessionID: "ses_1"}, &closed)
+	fc.result(t, "session.close", proto.SessionCloseParams{SessionID: "ses_1"}, &closed)
 	if !closed.Closed {
 		t.Fatal("session.close of an open session answered closed:false")
 	}
@@ -469,13 +471,13 @@ func TestAgentSessionClose(t *testing.T) {
 		t.Fatalf("%s before the held event", f.Method)
 	}
 	ended := fc2.next(t, "session.ended")
-	if d := cmp.Diff(sessionEnded{SessionID: "ses_1", Epoch: 1, Reason: "closed"}, decode[sessionEnded](t, ended.Params)); d != "" {
+	if d := cmp.Diff(proto.SessionEndedParams{SessionID: "ses_1", Epoch: 1, Reason: "closed"}, decode[proto.SessionEndedParams](t, ended.Params)); d != "" {
 		t.Errorf("session.ended (-want +got):\n%s", d)
 	}
 	if got := await(t, a.closed, "Agent.Close"); got != "ses_1" {
 		t.Errorf("Close(%s)", got)
 	}
-	fc2.result(t, "session.close", sessionIDParams{SessionID: "ses_1"}, &closed)
+	fc2.result(t, "session.close", proto.SessionCloseParams{SessionID: "ses_1"}, &closed)
 	if closed.Closed {
 		t.Error("session.close of a closed session answered closed:true")
 	}
@@ -551,7 +553,7 @@ func TestAgentCallRetriedAfterReconnect(t *testing.T) {
 	h.hold("model_token.refresh", false)
 	fc2 := h.conn(t)
 	fc2.next(t, "model_token.refresh")
-	ev := fc2.until(t, "session.event", func(f *frame) bool {
+	ev := fc2.until(t, "session.event", func(f *proto.Frame) bool {
 		return decode[eventView](t, f.Params).typ(t) == EventMessage
 	})
 	if got := messageText(t, decode[eventView](t, ev.Params)); got != "mt_new" {
@@ -575,7 +577,7 @@ func TestAgentInteractionExpires(t *testing.T) {
 	if req["expires_at"] == nil || req["interaction_id"] == "" {
 		t.Errorf("interaction.request = %v", req)
 	}
-	ev := fc.until(t, "session.event", func(f *frame) bool {
+	ev := fc.until(t, "session.event", func(f *proto.Frame) bool {
 		return decode[eventView](t, f.Params).typ(t) == EventMessage
 	})
 	if got := messageText(t, decode[eventView](t, ev.Params)); got != "expired" {
@@ -666,13 +668,13 @@ func TestAgentAdoptsResumedEpoch(t *testing.T) {
 	})
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
 	fc.result(t, "turn.start", turnStart("ses_1", "turn_1", 3), nil)
-	var held *frame
+	var held *proto.Frame
 	for range 3 {
 		if ev, f := nextEvent(t, fc); ev.Sequence == 3 {
 			held = f
 		}
 	}
-	if p := decode[tokenRefreshParams](t, fc.next(t, "tools_token.refresh").Params); p.Epoch != 3 {
+	if p := decode[proto.ToolsTokenRefreshParams](t, fc.next(t, "tools_token.refresh").Params); p.Epoch != 3 {
 		t.Fatalf("tools_token.refresh for epoch %d, want 3", p.Epoch)
 	}
 	fc.barrier(t) // the acks of 1 and 2 are read
@@ -684,7 +686,7 @@ func TestAgentAdoptsResumedEpoch(t *testing.T) {
 	h.answer("session.event", nil)
 	var asked []int64
 	h.answer("tools_token.refresh", func(p json.RawMessage) (any, *RPCError) {
-		ep := decode[tokenRefreshParams](t, p).Epoch
+		ep := decode[proto.ToolsTokenRefreshParams](t, p).Epoch
 		asked = append(asked, ep) // answers run on the connection's reader, one at a time
 		if ep != 7 {
 			return nil, rpcErr(CodeTurnInactive, "superseded epoch", map[string]string{"reason": "turn_inactive"})

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // BenchmarkToolRoundTrip measures one tool call through the executor
@@ -28,8 +30,8 @@ func BenchmarkDecodeFrame(b *testing.B) {
 	msg := []byte(`{"jsonrpc":"2.0","id":"h-12","method":"tool.call","params":{"session_id":"ses_1","tool_call_id":"call_1","name":"echo","input":{"text":"hello world"}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := decodeFrame(msg); err != nil {
-			b.Fatal(err)
+		if _, e := proto.DecodeLoose(msg); e != nil {
+			b.Fatal(e)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // Scope kinds: what a credential stands for.
@@ -161,3 +163,17 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// Capabilities is what the executor offers beyond its tools (those come
+// from Config.Tools). Nil members are not declared.
+type Capabilities struct {
+	Process *ProcessCapability `json:"process,omitempty"`
+	Agent   *AgentCapability   `json:"agent,omitempty"`
+}
+
+// ProcessCapability declares a remote shell. MaxSessions 0 means no
+// limit.
+type ProcessCapability = proto.ProcessCapability
+
+// AgentCapability declares a brain. MaxSessions 0 means no limit.
+type AgentCapability = proto.AgentCapability

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // conn is one registered WebSocket connection to the harness. Its
@@ -25,9 +27,9 @@ type conn struct {
 	wg     sync.WaitGroup // heartbeat and refresher
 
 	mu       sync.Mutex
-	pending  map[int64]func(*frame) // nil frame: the connection is gone
+	pending  map[int64]func(*proto.Frame) // nil frame: the connection is gone
 	down     bool
-	notified *reasonParams // executor.close received
+	notified *proto.Reason // executor.close received
 	draining bool          // executor.drain or heartbeat drain:true seen
 }
 
@@ -36,7 +38,7 @@ func newConn(e *Executor, ws *websocket.Conn) *conn {
 	return &conn{
 		e: e, ws: ws, log: e.log, ctx: ctx, cancel: cancel,
 		read:    make(chan error, 1),
-		pending: make(map[int64]func(*frame)),
+		pending: make(map[int64]func(*proto.Frame)),
 	}
 }
 
@@ -54,7 +56,7 @@ func (c *conn) write(b []byte) error {
 
 // expect registers fn for the response to id; it reports false when the
 // connection is already gone.
-func (c *conn) expect(id int64, fn func(*frame)) bool {
+func (c *conn) expect(id int64, fn func(*proto.Frame)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down {
@@ -71,8 +73,8 @@ func (c *conn) forget(id int64) {
 }
 
 // resolve hands a response to whoever waits for it.
-func (c *conn) resolve(f *frame) {
-	id, ok := f.numericID()
+func (c *conn) resolve(f *proto.Frame) {
+	id, ok := numericID(f)
 	if !ok {
 		c.log.Debug("executor: response with a foreign id", "id", string(f.ID))
 		return
@@ -97,8 +99,8 @@ func (c *conn) call(ctx context.Context, method string, params any) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *frame, 1)
-	if !c.expect(id, func(f *frame) { ch <- f }) {
+	ch := make(chan *proto.Frame, 1)
+	if !c.expect(id, func(f *proto.Frame) { ch <- f }) {
 		return nil, ErrDisconnected
 	}
 	if err := c.write(b); err != nil {
@@ -111,7 +113,7 @@ func (c *conn) call(ctx context.Context, method string, params any) (json.RawMes
 			return nil, ErrDisconnected
 		}
 		if f.Error != nil {
-			return nil, f.Error
+			return nil, (*RPCError)(f.Error)
 		}
 		return f.Result, nil
 	case <-ctx.Done():
@@ -154,40 +156,22 @@ func (c *conn) readLoop() {
 			c.log.Debug("executor: binary message ignored")
 			continue
 		}
-		f, err := decodeFrame(b)
-		if err != nil {
-			c.log.Warn("executor: malformed frame from the harness", "err", err)
-			c.reply(requestID(b), nil, rpcErr(malformedCode(b), err.Error(), nil))
+		f, perr := proto.DecodeLoose(b)
+		if perr != nil {
+			c.log.Warn("executor: malformed frame from the harness", "err", perr.Message)
+			var id json.RawMessage // the id of a malformed request, so that the answer reaches its caller
+			if f != nil {
+				id = f.ID
+			}
+			c.reply(id, nil, (*RPCError)(perr))
 			continue
 		}
-		if f.kind() == kindResponse {
+		if f.Kind() == proto.KindResponse {
 			c.resolve(f)
 			continue
 		}
 		c.e.dispatch(c, f)
 	}
-}
-
-// requestID is the id of a malformed message that still names a method
-// and an id, so that the error answer reaches the right caller; nil
-// otherwise.
-func requestID(b []byte) json.RawMessage {
-	var probe struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(b, &probe) != nil || probe.Method == "" || !validID(probe.ID) {
-		return nil
-	}
-	return probe.ID
-}
-
-// malformedCode is -32700 for a message that is not JSON, else -32600.
-func malformedCode(b []byte) int {
-	if !json.Valid(b) {
-		return CodeParseError
-	}
-	return CodeInvalidRequest
 }
 
 // teardown fails every pending call and stops the connection's
@@ -206,13 +190,13 @@ func (c *conn) teardown() {
 	_ = c.ws.CloseNow()
 }
 
-func (c *conn) setNotified(p reasonParams) {
+func (c *conn) setNotified(p proto.Reason) {
 	c.mu.Lock()
 	c.notified = &p
 	c.mu.Unlock()
 }
 
-func (c *conn) closeNotice() *reasonParams {
+func (c *conn) closeNotice() *proto.Reason {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.notified
@@ -248,7 +232,7 @@ func (c *conn) heartbeat(interval time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, wait)
-		raw, err := c.call(ctx, "executor.heartbeat", c.e.heartbeatParams())
+		raw, err := c.call(ctx, proto.MethodHeartbeat, c.e.heartbeatParams())
 		cancel()
 		if err != nil {
 			if c.ctx.Err() == nil {
@@ -256,7 +240,7 @@ func (c *conn) heartbeat(interval time.Duration) {
 			}
 			continue
 		}
-		var res heartbeatResult
+		var res proto.HeartbeatResult
 		if err := json.Unmarshal(raw, &res); err != nil {
 			c.log.Warn("executor: heartbeat answer", "err", err)
 			continue
@@ -318,11 +302,11 @@ func (c *conn) refresh() (time.Time, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.e.cfg.WriteTimeout)
 	defer cancel()
-	raw, err := c.call(ctx, "executor.token.refresh", map[string]string{"token": tok.Value})
+	raw, err := c.call(ctx, proto.MethodTokenRefresh, proto.TokenRefreshParams{Token: tok.Value})
 	if err != nil {
 		return time.Time{}, err
 	}
-	var res tokenRefreshResult
+	var res proto.TokenRefreshResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return time.Time{}, fmt.Errorf("executor.token.refresh answer: %w", err)
 	}

@@ -2,6 +2,8 @@ package executor
 
 import (
 	"encoding/json"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // request is one harness request being served.
@@ -19,11 +21,11 @@ type later struct{}
 // dispatch serves one harness request or notification. It runs on the
 // connection's reader, so handlers never wait on the harness: anything
 // slow runs on a goroutine of its own and replies from there.
-func (e *Executor) dispatch(c *conn, f *frame) {
-	if f.kind() == kindNotification {
+func (e *Executor) dispatch(c *conn, f *proto.Frame) {
+	if f.Kind() == proto.KindNotification {
 		switch f.Method {
-		case "executor.close":
-			var p reasonParams
+		case proto.MethodClose:
+			var p proto.Reason
 			_ = json.Unmarshal(f.Params, &p)
 			c.log.Info("executor: the harness closes the connection", "reason", p.Reason)
 			c.setNotified(p)
@@ -36,31 +38,31 @@ func (e *Executor) dispatch(c *conn, f *frame) {
 	var res any
 	var rerr *RPCError
 	switch f.Method {
-	case "tool.call":
+	case proto.MethodToolCall:
 		res, rerr = e.onToolCall(r)
-	case "tool.cancel":
+	case proto.MethodToolCancel:
 		res, rerr = e.onToolCancel(r)
-	case "session.assign":
+	case proto.MethodSessionAssign:
 		res, rerr = e.onAssign(r)
-	case "session.stop":
+	case proto.MethodSessionStop:
 		res, rerr = e.onStop(r)
-	case "executor.drain":
+	case proto.MethodDrain:
 		res, rerr = e.onDrain(r)
-	case "turn.start":
+	case proto.MethodTurnStart:
 		res, rerr = e.onTurnStart(r)
-	case "turn.input":
+	case proto.MethodTurnInput:
 		res, rerr = e.onTurnInput(r)
-	case "turn.cancel":
+	case proto.MethodTurnCancel:
 		res, rerr = e.onTurnCancel(r)
-	case "session.close":
+	case proto.MethodSessionClose:
 		res, rerr = e.onSessionClose(r)
-	case "interaction.response":
+	case proto.MethodInteractionResponse:
 		res, rerr = e.onInteractionResponse(r)
-	case "agent.custom_tool_result":
+	case proto.MethodCustomToolResult:
 		res, rerr = e.onCustomToolResult(r)
-	case "fs.mount":
+	case proto.MethodFsMount:
 		res, rerr = e.onFsMount(r)
-	case "fs.unmount":
+	case proto.MethodFsUnmount:
 		res, rerr = e.onFsUnmount(r)
 	default:
 		rerr = rpcErr(CodeMethodNotFound, "method not found: "+f.Method, nil)
@@ -69,13 +71,4 @@ func (e *Executor) dispatch(c *conn, f *frame) {
 		return
 	}
 	r.reply(res, rerr)
-}
-
-// ack is the {ok:true} result.
-type ack struct {
-	OK bool `json:"ok"`
-}
-
-type accepted struct {
-	Accepted bool `json:"accepted"`
 }

@@ -3,8 +3,9 @@
 // tools, a remote shell or a whole agent brain, with the JSON-RPC 2.0
 // protocol bma.executor.v1.1.
 //
-// The package does not import Baton's server packages; it can live in its
-// own module.
+// The package does not import Baton's server packages. Of Baton it
+// imports only executor/proto, the protocol's frames and types, which is
+// shared with the harness and imports only the standard library.
 //
 // # Connecting
 //

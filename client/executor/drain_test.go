@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // gateTool is a tool whose calls wait until release is closed; started
@@ -64,7 +66,7 @@ func TestDrainWaitsForTheResult(t *testing.T) {
 	wantDraining(t, "session.assign", fc.rpcError(t, "session.assign", assign("ses_2", 1, "harness")))
 	wantDraining(t, "turn.start of a new session", fc.rpcError(t, "turn.start", turnStart("ses_3", "turn_1", 1)))
 	// A repeated call is still acknowledged, and the held session is kept.
-	var ack accepted
+	var ack proto.Accepted
 	fc.result(t, "tool.call", callParams("call_1", "gate", nil), &ack)
 	if !ack.Accepted {
 		t.Error("a repeated tool.call was not acknowledged")
@@ -168,7 +170,7 @@ func TestAgentOpenRefusedWhileDraining(t *testing.T) {
 	opening, fail := make(chan struct{}), make(chan struct{})
 	a := &failingOpen{opening: opening, fail: fail}
 	_, fc, _ := h.start(t, agentConfig(h, t, a, 0))
-	done := make(chan *frame, 1)
+	done := make(chan *proto.Frame, 1)
 	go func() { done <- fc.call(t, "turn.start", turnStart("ses_1", "turn_1", 1)) }()
 	await(t, opening, "Open")
 	fc.result(t, "executor.drain", map[string]string{"reason": "shutdown"}, nil)
@@ -177,7 +179,7 @@ func TestAgentOpenRefusedWhileDraining(t *testing.T) {
 	if f.Error == nil {
 		t.Fatalf("turn.start accepted: %s", f.Result)
 	}
-	wantDraining(t, "a failed Open", f.Error)
+	wantDraining(t, "a failed Open", (*RPCError)(f.Error))
 }
 
 // failingOpen is an Agent whose Open fails once fail is closed.
@@ -199,7 +201,7 @@ func (a *failingOpen) Close(context.Context, string) error { return nil }
 // drain at all), then closes the executor, and returns the first of
 // tool.result and executor.close the harness sees, with the result held
 // unanswered until the test responds.
-func closeWithCallRunning(t *testing.T, drain bool) (*fakeHarness, *fakeConn, *frame, <-chan error) {
+func closeWithCallRunning(t *testing.T, drain bool) (*fakeHarness, *fakeConn, *proto.Frame, <-chan error) {
 	t.Helper()
 	h := newHarness(t)
 	started, release := make(chan string, 1), make(chan struct{})

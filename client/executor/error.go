@@ -5,27 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // JSON-RPC error codes of bma.executor.v1.1, in both directions.
 const (
-	CodeParseError         = -32700
-	CodeInvalidRequest     = -32600
-	CodeMethodNotFound     = -32601
-	CodeInvalidParams      = -32602
-	CodeInternal           = -32603
-	CodeForbidden          = -32001
-	CodeTurnInactive       = -32007
-	CodeOverCapacity       = -32009
-	CodeProtocolMismatch   = -32010
-	CodeCapabilityMissing  = -32012
-	CodeConflict           = -32013
-	closeNormal            = 1000
-	closeGoingAway         = 1001
-	closeTokenExpired      = 4001
-	closeProtocolViolation = 4002
-	closeProtocolMismatch  = 4003
-	closeLeaseExpired      = 4008
+	CodeParseError        = proto.CodeParseError
+	CodeInvalidRequest    = proto.CodeInvalidRequest
+	CodeMethodNotFound    = proto.CodeMethodNotFound
+	CodeInvalidParams     = proto.CodeInvalidParams
+	CodeInternal          = proto.CodeInternal
+	CodeForbidden         = proto.CodeForbidden
+	CodeTurnInactive      = proto.CodeTurnInactive
+	CodeOverCapacity      = proto.CodeOverCapacity
+	CodeProtocolMismatch  = proto.CodeProtocolMismatch
+	CodeCapabilityMissing = proto.CodeCapabilityMissing
+	CodeConflict          = proto.CodeConflict
 )
 
 // ErrClosed is returned by calls made after Close, or after the harness
@@ -38,13 +34,10 @@ var ErrClosed = errors.New("executor: closed")
 var ErrDisconnected = errors.New("executor: disconnected")
 
 // RPCError is a JSON-RPC error object: one the harness answered, or one
-// the executor answers with. Data holds the optional structured detail,
-// such as {"reason":…, "capability":…} or {"expected_sequence":…}.
-type RPCError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
+// the executor answers with. It has the protocol's error fields (Code,
+// Message, Data); Data holds the optional structured detail, such as
+// {"reason":…, "capability":…} or {"expected_sequence":…}.
+type RPCError proto.Error
 
 func (e *RPCError) Error() string {
 	if len(e.Data) > 0 {
@@ -75,7 +68,7 @@ func rpcErr(code int, msg string, d any) *RPCError {
 // executor does not serve.
 func capabilityMissing(capability string) *RPCError {
 	return rpcErr(CodeCapabilityMissing, "capability missing: "+capability,
-		map[string]string{"reason": "capability_missing", "capability": capability})
+		map[string]string{"reason": proto.ReasonCapabilityMissing, "capability": capability})
 }
 
 // HTTPError is a failed HTTP exchange with the harness: the token

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // Executor is one executor process's link to the harness. New builds
@@ -147,7 +149,7 @@ func (e *Executor) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	if c, _ := e.out.current(); c != nil && stopping {
 		e.answerCut(ctx, c, cut)
-		_ = c.notify("executor.close", reasonParams{Reason: "shutdown"})
+		_ = c.notify(proto.MethodClose, proto.Reason{Reason: "shutdown"})
 		_ = c.ws.Close(websocket.StatusNormalClosure, "executor closing")
 	}
 	e.stop()
@@ -326,8 +328,8 @@ func (e *Executor) connect() (*conn, error) {
 		return nil, fmt.Errorf("executor: connect: %w", err)
 	}
 	if ws.Subprotocol() != Protocol {
-		_ = ws.Close(closeProtocolMismatch, "subprotocol not negotiated")
-		return nil, &CloseError{Code: closeProtocolMismatch, Reason: "the harness did not accept subprotocol " + Protocol}
+		_ = ws.Close(proto.CloseProtocolMismatch, "subprotocol not negotiated")
+		return nil, &CloseError{Code: proto.CloseProtocolMismatch, Reason: "the harness did not accept subprotocol " + Protocol}
 	}
 	ws.SetReadLimit(MaxMessageSize)
 	c := newConn(e, ws)
@@ -338,7 +340,7 @@ func (e *Executor) connect() (*conn, error) {
 		rerr := <-c.read
 		c.teardown()
 		var ce websocket.CloseError
-		if errors.As(rerr, &ce) && (ce.Code == closeProtocolViolation || ce.Code == closeProtocolMismatch) && !permanent(err) {
+		if errors.As(rerr, &ce) && (ce.Code == proto.CloseProtocolError || ce.Code == proto.CloseProtocolMismatch) && !permanent(err) {
 			return nil, &CloseError{Code: int(ce.Code), Reason: ce.Reason}
 		}
 		return nil, err
@@ -362,7 +364,7 @@ func (e *Executor) connect() (*conn, error) {
 
 // register sends executor.register, with resume after a first
 // registration.
-func (e *Executor) register(c *conn) (registerResult, error) {
+func (e *Executor) register(c *conn) (proto.RegisterResult, error) {
 	p := registerParams{Protocol: Protocol, Capabilities: e.capabilities()}
 	if e.cfg.Scope.Kind == ScopeEnvironment {
 		p.EnvironmentID = e.cfg.Scope.ID
@@ -370,22 +372,22 @@ func (e *Executor) register(c *conn) (registerResult, error) {
 	e.mu.Lock()
 	p.ExecutorID = e.executorID
 	if e.registered {
-		p.Resume = &resume{ExecutorID: e.executorID, ActiveSessions: e.resumeLocked()}
+		p.Resume = &proto.Resume{ExecutorID: e.executorID, ActiveSessions: e.resumeLocked()}
 	}
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, e.cfg.WriteTimeout)
 	defer cancel()
-	raw, err := c.call(ctx, "executor.register", p)
+	raw, err := c.call(ctx, proto.MethodRegister, p)
 	var rerr *RPCError
 	if errors.As(err, &rerr) && (rerr.Code == CodeProtocolMismatch || rerr.Code == CodeCapabilityMissing) {
-		return registerResult{}, &RegisterError{RPC: rerr}
+		return proto.RegisterResult{}, &RegisterError{RPC: rerr}
 	}
 	if err != nil {
-		return registerResult{}, fmt.Errorf("executor: register: %w", err)
+		return proto.RegisterResult{}, fmt.Errorf("executor: register: %w", err)
 	}
-	var res registerResult
+	var res proto.RegisterResult
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return registerResult{}, fmt.Errorf("executor: register answer: %w", err)
+		return proto.RegisterResult{}, fmt.Errorf("executor: register answer: %w", err)
 	}
 	e.mu.Lock()
 	if res.ExecutorID != "" {
@@ -404,7 +406,7 @@ func (e *Executor) register(c *conn) (registerResult, error) {
 // the new epoch before they are re-sent (the harness refuses an older
 // one), and its events and tools_token.refresh carry it from now on. An
 // entry without is a hand session's (session.assign tells it again too).
-func (e *Executor) adopt(sessions []activeSession) {
+func (e *Executor) adopt(sessions []proto.SessionEpoch) {
 	for _, a := range sessions {
 		if a.Epoch <= 0 {
 			continue
@@ -446,7 +448,7 @@ func (e *Executor) serve(c *conn) error {
 		return &CloseError{Code: code, Reason: n.Reason, Notified: true}
 	}
 	switch code {
-	case closeProtocolViolation, closeProtocolMismatch:
+	case proto.CloseProtocolError, proto.CloseProtocolMismatch:
 		var ce websocket.CloseError
 		errors.As(err, &ce)
 		return &CloseError{Code: code, Reason: ce.Reason}
@@ -455,10 +457,10 @@ func (e *Executor) serve(c *conn) error {
 }
 
 // capabilities renders what executor.register declares.
-func (e *Executor) capabilities() wireCaps {
-	w := wireCaps{Process: e.cfg.Capabilities.Process, Agent: e.cfg.Capabilities.Agent}
+func (e *Executor) capabilities() registerCaps {
+	w := registerCaps{Process: e.cfg.Capabilities.Process, Agent: e.cfg.Capabilities.Agent}
 	if e.files != nil {
-		w.FS = &fsCapability{Fuse: true} // fs.mount is served, through FUSE or a synced directory
+		w.FS = &proto.FSCapability{Fuse: true} // fs.mount is served, through FUSE or a synced directory
 	}
 	for _, t := range e.cfg.Tools {
 		w.Tools = append(w.Tools, t.Def)
@@ -467,20 +469,20 @@ func (e *Executor) capabilities() wireCaps {
 }
 
 // resumeLocked lists the sessions held here for resume, sorted by id.
-func (e *Executor) resumeLocked() []activeSession {
-	byID := map[string]activeSession{}
+func (e *Executor) resumeLocked() []proto.SessionEpoch {
+	byID := map[string]proto.SessionEpoch{}
 	for id, h := range e.hands {
-		byID[id] = activeSession{SessionID: id, Epoch: h.epoch}
+		byID[id] = proto.SessionEpoch{SessionID: id, Epoch: h.epoch}
 	}
 	for id, s := range e.agents {
-		a := activeSession{SessionID: id, Epoch: s.epoch}
+		a := proto.SessionEpoch{SessionID: id, Epoch: s.epoch}
 		if s.acked > 0 {
 			acked := s.acked
 			a.AckedSequence = &acked
 		}
 		byID[id] = a
 	}
-	out := make([]activeSession, 0, len(byID))
+	out := make([]proto.SessionEpoch, 0, len(byID))
 	for _, a := range byID {
 		out = append(out, a)
 	}
@@ -489,14 +491,14 @@ func (e *Executor) resumeLocked() []activeSession {
 }
 
 // heartbeatParams reports the sessions and the running tool calls.
-func (e *Executor) heartbeatParams() heartbeatParams {
+func (e *Executor) heartbeatParams() proto.HeartbeatParams {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ids := make([]string, 0, len(e.hands)+len(e.agents))
 	for _, a := range e.resumeLocked() {
 		ids = append(ids, a.SessionID)
 	}
-	return heartbeatParams{ActiveSessions: ids, Load: &load{RunningTools: len(e.calls)}}
+	return proto.HeartbeatParams{ActiveSessions: ids, Load: &proto.Load{RunningTools: len(e.calls)}}
 }
 
 // call sends a request that is safe to repeat on the live connection,

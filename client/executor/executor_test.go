@@ -9,6 +9,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 func echoTool() Tool {
@@ -184,21 +186,21 @@ func TestHeartbeat(t *testing.T) {
 	cfg.Capabilities.Process = &ProcessCapability{}
 	e, fc, _ := h.start(t, cfg)
 
-	hb := decode[heartbeatParams](t, fc.next(t, "executor.heartbeat").Params)
-	if d := cmp.Diff(heartbeatParams{ActiveSessions: []string{}, Load: &load{}}, hb); d != "" {
+	hb := decode[proto.HeartbeatParams](t, fc.next(t, "executor.heartbeat").Params)
+	if d := cmp.Diff(proto.HeartbeatParams{ActiveSessions: []string{}, Load: &proto.Load{}}, hb); d != "" {
 		t.Errorf("idle heartbeat (-want +got):\n%s", d)
 	}
 	fc.result(t, "session.assign", map[string]any{"session_id": "ses_1", "epoch": 1, "metadata": map[string]any{"source": "harness"}}, nil)
 	fc.result(t, "tool.call", map[string]any{"session_id": "ses_1", "tool_call_id": "call_1", "name": "wait", "input": map[string]any{}}, nil)
-	fc.until(t, "executor.heartbeat", func(f *frame) bool {
-		hb := decode[heartbeatParams](t, f.Params)
-		return cmp.Equal(heartbeatParams{ActiveSessions: []string{"ses_1"}, Load: &load{RunningTools: 1}}, hb)
+	fc.until(t, "executor.heartbeat", func(f *proto.Frame) bool {
+		hb := decode[proto.HeartbeatParams](t, f.Params)
+		return cmp.Equal(proto.HeartbeatParams{ActiveSessions: []string{"ses_1"}, Load: &proto.Load{RunningTools: 1}}, hb)
 	})
 	close(gate)
 	fc.next(t, "tool.result")
-	fc.until(t, "executor.heartbeat", func(f *frame) bool {
-		hb := decode[heartbeatParams](t, f.Params)
-		return cmp.Equal(heartbeatParams{ActiveSessions: []string{"ses_1"}, Load: &load{RunningTools: 0}}, hb)
+	fc.until(t, "executor.heartbeat", func(f *proto.Frame) bool {
+		hb := decode[proto.HeartbeatParams](t, f.Params)
+		return cmp.Equal(proto.HeartbeatParams{ActiveSessions: []string{"ses_1"}, Load: &proto.Load{RunningTools: 0}}, hb)
 	})
 
 	if e.Draining() {
@@ -266,7 +268,7 @@ func TestTokenRefreshUnsupported(t *testing.T) {
 	fc.next(t, "executor.token.refresh")
 	// The harness then closes with 4001 at expiry; the executor reconnects
 	// with a fresh token.
-	_ = fc.ws.Close(closeTokenExpired, "token expired")
+	_ = fc.ws.Close(proto.CloseTokenExpired, "token expired")
 	fc2 := h.conn(t)
 	fc2.next(t, "executor.register")
 }
@@ -280,10 +282,10 @@ func TestCloseCodes(t *testing.T) {
 		notified  bool
 	}{
 		{name: "drop", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.CloseNow() }, reconnect: true},
-		{name: "1001", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(closeGoingAway, "restart") }, reconnect: true},
-		{name: "4001", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(closeTokenExpired, "expired") }, reconnect: true},
-		{name: "4008", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(closeLeaseExpired, "lease") }, reconnect: true},
-		{name: "4003", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(closeProtocolMismatch, "mismatch") }, code: 4003},
+		{name: "1001", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(proto.CloseGoingAway, "restart") }, reconnect: true},
+		{name: "4001", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(proto.CloseTokenExpired, "expired") }, reconnect: true},
+		{name: "4008", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(proto.CloseLeaseExpired, "lease") }, reconnect: true},
+		{name: "4003", close: func(fc *fakeConn, _ *testing.T) { _ = fc.ws.Close(proto.CloseProtocolMismatch, "mismatch") }, code: 4003},
 		{name: "executor.close", close: func(fc *fakeConn, t *testing.T) {
 			fc.send(t, `{"jsonrpc":"2.0","method":"executor.close","params":{"reason":"retired"}}`)
 			_ = fc.ws.Close(websocket.StatusGoingAway, "bye")
@@ -295,7 +297,7 @@ func TestCloseCodes(t *testing.T) {
 			tc.close(fc, t)
 			if tc.reconnect {
 				fc2 := h.conn(t)
-				reg := decode[registerParams](t, fc2.next(t, "executor.register").Params)
+				reg := decode[proto.RegisterParams](t, fc2.next(t, "executor.register").Params)
 				if reg.Resume == nil || reg.Resume.ExecutorID != "exr_1" {
 					t.Errorf("reconnect register resume = %+v", reg.Resume)
 				}
@@ -352,7 +354,7 @@ func TestReconnectResendsInOrder(t *testing.T) {
 	for _, id := range []string{"call_a", "call_b"} {
 		fc.result(t, "tool.call", map[string]any{"session_id": "ses_1", "tool_call_id": id, "name": "echo", "input": map[string]string{"id": id}}, nil)
 		f := fc.next(t, "tool.result")
-		first[decode[toolResultParams](t, f.Params).ToolCallID] = f.ID
+		first[decode[proto.ToolResultParams](t, f.Params).ToolCallID] = f.ID
 	}
 	fc.result(t, "tool.call", map[string]any{"session_id": "ses_1", "tool_call_id": "call_c", "name": "gated", "input": map[string]any{}}, nil)
 	_ = fc.ws.CloseNow()
@@ -360,15 +362,15 @@ func TestReconnectResendsInOrder(t *testing.T) {
 
 	h.hold("tool.result", false)
 	fc2 := h.conn(t)
-	reg := decode[registerParams](t, fc2.next(t, "executor.register").Params)
-	want := &resume{ExecutorID: "exr_1", ActiveSessions: []activeSession{{SessionID: "ses_1", Epoch: 7}}}
+	reg := decode[proto.RegisterParams](t, fc2.next(t, "executor.register").Params)
+	want := &proto.Resume{ExecutorID: "exr_1", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: 7}}}
 	if d := cmp.Diff(want, reg.Resume); d != "" {
 		t.Errorf("resume (-want +got):\n%s", d)
 	}
 	var order []string
 	for range 3 {
 		f := fc2.next(t, "tool.result")
-		id := decode[toolResultParams](t, f.Params).ToolCallID
+		id := decode[proto.ToolResultParams](t, f.Params).ToolCallID
 		order = append(order, id)
 		if old, ok := first[id]; ok && string(old) != string(f.ID) {
 			t.Errorf("%s re-sent with id %s, first sent with %s", id, f.ID, old)
@@ -377,7 +379,7 @@ func TestReconnectResendsInOrder(t *testing.T) {
 	// Something new after the resend comes after it.
 	fc2.result(t, "tool.call", map[string]any{"session_id": "ses_1", "tool_call_id": "call_d", "name": "echo", "input": map[string]any{}}, nil)
 	f := fc2.next(t, "tool.result")
-	order = append(order, decode[toolResultParams](t, f.Params).ToolCallID)
+	order = append(order, decode[proto.ToolResultParams](t, f.Params).ToolCallID)
 	if d := cmp.Diff([]string{"call_a", "call_b", "call_c", "call_d"}, order); d != "" {
 		t.Errorf("tool.result order (-want +got):\n%s", d)
 	}

@@ -2,10 +2,12 @@ package executor
 
 import (
 	"encoding/json"
-	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 var frameSeeds = []string{
@@ -33,17 +35,17 @@ var frameSeeds = []string{
 func TestDecodeFrame(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		kind frameKind
+		kind proto.Kind
 		ok   bool
 	}{
-		{frameSeeds[0], kindRequest, true},
-		{frameSeeds[1], kindRequest, true},
-		{frameSeeds[2], kindNotification, true},
-		{frameSeeds[3], kindResponse, true},
-		{frameSeeds[4], kindResponse, true},
-		{frameSeeds[5], kindResponse, true},
-		{frameSeeds[6], kindRequest, true},
-		{frameSeeds[7], kindNotification, true},
+		{frameSeeds[0], proto.KindRequest, true},
+		{frameSeeds[1], proto.KindRequest, true},
+		{frameSeeds[2], proto.KindNotification, true},
+		{frameSeeds[3], proto.KindResponse, true},
+		{frameSeeds[4], proto.KindResponse, true},
+		{frameSeeds[5], proto.KindResponse, true},
+		{frameSeeds[6], proto.KindRequest, true},
+		{frameSeeds[7], proto.KindNotification, true},
 		{frameSeeds[8], 0, false},
 		{frameSeeds[9], 0, false},
 		{frameSeeds[10], 0, false},
@@ -56,33 +58,44 @@ func TestDecodeFrame(t *testing.T) {
 		{frameSeeds[17], 0, false},
 		{frameSeeds[18], 0, false},
 	} {
-		f, err := decodeFrame([]byte(tc.in))
-		if tc.ok != (err == nil) {
-			t.Errorf("decodeFrame(%s) err = %v, want ok=%v", tc.in, err, tc.ok)
+		f, e := proto.DecodeLoose([]byte(tc.in))
+		if tc.ok != (e == nil) {
+			t.Errorf("DecodeLoose(%s) err = %v, want ok=%v", tc.in, e, tc.ok)
 			continue
 		}
-		if err != nil {
-			if !errors.Is(err, errMalformed) {
-				t.Errorf("decodeFrame(%s) error %v does not wrap errMalformed", tc.in, err)
+		if e != nil {
+			if !malformed(e) {
+				t.Errorf("DecodeLoose(%s) error %v is not a malformed-frame answer", tc.in, e)
 			}
 			continue
 		}
-		if f.kind() != tc.kind {
-			t.Errorf("decodeFrame(%s) kind %d, want %d", tc.in, f.kind(), tc.kind)
+		if f.Kind() != tc.kind {
+			t.Errorf("DecodeLoose(%s) kind %d, want %d", tc.in, f.Kind(), tc.kind)
 		}
 	}
-	f, _ := decodeFrame([]byte(frameSeeds[4]))
-	if id, ok := f.numericID(); !ok || id != 4 || f.Error.Code != CodeConflict || string(f.Error.Data) != `{"expected_sequence":3}` {
+	f, _ := proto.DecodeLoose([]byte(frameSeeds[4]))
+	if id, ok := numericID(f); !ok || id != 4 || f.Error.Code != CodeConflict || string(f.Error.Data) != `{"expected_sequence":3}` {
 		t.Errorf("error frame decoded as %+v", f)
 	}
-	f, _ = decodeFrame([]byte(frameSeeds[0]))
-	if _, ok := f.numericID(); ok {
+	f, _ = proto.DecodeLoose([]byte(frameSeeds[0]))
+	if _, ok := numericID(f); ok {
 		t.Error("a string id counted as one of ours")
 	}
 }
 
+// malformed reports whether e is DecodeLoose's answer to a message that
+// is not a frame: -32700 or -32600 and a "malformed frame" message.
+func malformed(e *proto.Error) bool {
+	return (e.Code == CodeParseError || e.Code == CodeInvalidRequest) && strings.HasPrefix(e.Message, "malformed frame: ")
+}
+
+// isID reports whether id is a JSON string or number.
+func isID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
+}
+
 func TestEncode(t *testing.T) {
-	b, err := encodeRequest(12, "executor.heartbeat", heartbeatParams{ActiveSessions: []string{"s"}})
+	b, err := encodeRequest(12, "executor.heartbeat", proto.HeartbeatParams{ActiveSessions: []string{"s"}})
 	if err != nil || string(b) != `{"jsonrpc":"2.0","id":12,"method":"executor.heartbeat","params":{"active_sessions":["s"]}}` {
 		t.Errorf("request = %s, %v", b, err)
 	}
@@ -90,7 +103,7 @@ func TestEncode(t *testing.T) {
 	if string(b) != `{"jsonrpc":"2.0","method":"tool.progress","params":{}}` {
 		t.Errorf("notification = %s", b)
 	}
-	b, _ = encodeResponse(json.RawMessage(`"h-1"`), accepted{true}, nil)
+	b, _ = encodeResponse(json.RawMessage(`"h-1"`), proto.Accepted{Accepted: true}, nil)
 	if string(b) != `{"jsonrpc":"2.0","id":"h-1","result":{"accepted":true}}` {
 		t.Errorf("response = %s", b)
 	}
@@ -99,8 +112,8 @@ func TestEncode(t *testing.T) {
 		t.Errorf("error response = %s", b)
 	}
 	for _, s := range []string{string(b), `{"jsonrpc":"2.0","id":12,"method":"m","params":{}}`} {
-		if _, err := decodeFrame([]byte(s)); err != nil {
-			t.Errorf("own frame %s rejected: %v", s, err)
+		if _, e := proto.DecodeLoose([]byte(s)); e != nil {
+			t.Errorf("own frame %s rejected: %v", s, e)
 		}
 	}
 }
@@ -141,26 +154,26 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := decodeFrame(b)
-		if err != nil {
-			if !errors.Is(err, errMalformed) {
-				t.Fatalf("error %v does not wrap errMalformed", err)
+		fr, e := proto.DecodeLoose(b)
+		if e != nil {
+			if !malformed(e) {
+				t.Fatalf("error %v is not a malformed-frame answer", e)
+			}
+			if fr != nil && !isID(fr.ID) {
+				t.Fatalf("the answer to %q goes to id %q", b, fr.ID)
 			}
 			return
 		}
-		if fr.JSONRPC != "2.0" {
-			t.Fatalf("accepted jsonrpc %q", fr.JSONRPC)
-		}
-		switch fr.kind() {
-		case kindRequest:
-			if fr.Result != nil || fr.Error != nil || !validID(fr.ID) {
+		switch fr.Kind() {
+		case proto.KindRequest:
+			if fr.Result != nil || fr.Error != nil || !isID(fr.ID) {
 				t.Fatalf("request %+v", fr)
 			}
-		case kindNotification:
+		case proto.KindNotification:
 			if fr.ID != nil || fr.Result != nil || fr.Error != nil {
 				t.Fatalf("notification %+v", fr)
 			}
-		case kindResponse:
+		case proto.KindResponse:
 			if (fr.Result == nil) == (fr.Error == nil) {
 				t.Fatalf("response needs exactly one of result and error: %+v", fr)
 			}
@@ -168,16 +181,28 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("result without id: %+v", fr)
 			}
 		default:
-			t.Fatalf("unknown kind %d", fr.kind())
+			t.Fatalf("unknown kind %d", fr.Kind())
 		}
 		// Whatever was accepted re-encodes and decodes to the same kind.
-		again, err := json.Marshal(fr)
+		m := map[string]any{"jsonrpc": "2.0"}
+		for k, v := range map[string]json.RawMessage{"id": fr.ID, "params": fr.Params, "result": fr.Result} {
+			if v != nil {
+				m[k] = v
+			}
+		}
+		if fr.Method != "" {
+			m["method"] = fr.Method
+		}
+		if fr.Error != nil {
+			m["error"] = fr.Error
+		}
+		again, err := json.Marshal(m)
 		if err != nil {
 			t.Fatalf("re-encode %+v: %v", fr, err)
 		}
-		fr2, err := decodeFrame(again)
-		if err != nil || fr2.kind() != fr.kind() || fr2.Method != fr.Method {
-			t.Fatalf("re-decode of %s: %+v, %v", again, fr2, err)
+		fr2, e := proto.DecodeLoose(again)
+		if e != nil || fr2.Kind() != fr.Kind() || fr2.Method != fr.Method {
+			t.Fatalf("re-decode of %s: %+v, %v", again, fr2, e)
 		}
 	})
 }

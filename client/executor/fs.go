@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // How a view is mounted (FileMounts.Mode).
@@ -63,31 +65,6 @@ func (f FileMounts) withDefaults() FileMounts {
 	return f
 }
 
-// fsCapability is capabilities.fs of executor.register.
-type fsCapability struct {
-	Fuse bool `json:"fuse"`
-}
-
-// fsView is one view of fs.mount.
-type fsView struct {
-	View       string `json:"view"`
-	Path       string `json:"path"`
-	ServiceURL string `json:"service_url"`
-	Token      string `json:"token"`
-	Readonly   bool   `json:"readonly"`
-}
-
-type fsMountParams struct {
-	SessionID string   `json:"session_id"`
-	Epoch     int64    `json:"epoch"`
-	Views     []fsView `json:"views"`
-}
-
-type fsUnmountParams struct {
-	SessionID string `json:"session_id"`
-	Flush     bool   `json:"flush"`
-}
-
 // mountImpl is a mounted view: a FUSE file system or a synced directory.
 type mountImpl interface {
 	// unmount ends the mount; with flush it first uploads what was
@@ -137,7 +114,7 @@ func (e *Executor) onFsMount(r *request) (any, *RPCError) {
 	if e.files == nil {
 		return nil, capabilityMissing("fs.fuse")
 	}
-	var p fsMountParams
+	var p proto.FsMountParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -166,7 +143,7 @@ func (e *Executor) onFsUnmount(r *request) (any, *RPCError) {
 	if e.files == nil {
 		return nil, capabilityMissing("fs.fuse")
 	}
-	var p fsUnmountParams
+	var p proto.FsUnmountParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -184,17 +161,13 @@ func (e *Executor) onFsUnmount(r *request) (any, *RPCError) {
 	return later{}, nil
 }
 
-type fsMountResult struct {
-	Mounted []string `json:"mounted"`
-}
-
-func (m *fileMounts) mount(p fsMountParams) (any, *RPCError) {
+func (m *fileMounts) mount(p proto.FsMountParams) (any, *RPCError) {
 	m.ops.Lock()
 	defer m.ops.Unlock()
 	if !m.watch() {
 		return nil, rpcErr(CodeInternal, "executor is closing", nil)
 	}
-	res := fsMountResult{Mounted: []string{}}
+	res := proto.FsMountResult{Mounted: []string{}}
 	for _, v := range p.Views {
 		k := viewKey{p.SessionID, v.View}
 		dir := m.localDir(v.Path)
@@ -259,7 +232,7 @@ func (m *fileMounts) localPath(sessionID, p string) string {
 }
 
 // mountView mounts one view as the mode says.
-func (m *fileMounts) mountView(k viewKey, dir string, v fsView) (*viewMount, error) {
+func (m *fileMounts) mountView(k viewKey, dir string, v proto.FsView) (*viewMount, error) {
 	if dir == filepath.Clean(m.cfg.Root) || dir == string(filepath.Separator) {
 		return nil, errors.New("a view cannot be mounted at the root")
 	}

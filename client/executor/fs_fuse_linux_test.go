@@ -19,7 +19,7 @@ func mountOrSkip(t *testing.T, fc *fakeConn, params map[string]any) {
 	t.Helper()
 	f := fc.call(t, "fs.mount", params)
 	if f.Error != nil {
-		if f.Error.Reason() == "mount_failed" {
+		if (*RPCError)(f.Error).Reason() == "mount_failed" {
 			t.Skipf("FUSE cannot mount here: %s", f.Error.Message)
 		}
 		t.Fatalf("fs.mount: %v", f.Error)

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // fakeFiles is one view of the file service (/v1/fs/{session}/{view}),
@@ -168,7 +170,7 @@ func mountParams(session string, views ...map[string]any) map[string]any {
 
 // machine starts a machine-scoped executor mounting views below a temp
 // root in the given mode; it returns the root too.
-func machine(t *testing.T, h *fakeHarness, mode string) (*Executor, *fakeConn, string, *frame) {
+func machine(t *testing.T, h *fakeHarness, mode string) (*Executor, *fakeConn, string, *proto.Frame) {
 	t.Helper()
 	root := t.TempDir()
 	cfg := h.config(t)
@@ -216,7 +218,7 @@ func TestFsMountParams(t *testing.T) {
 	_, fc, _, reg := machine(t, h, MountSync)
 	var caps struct {
 		Capabilities struct {
-			FS *fsCapability `json:"fs"`
+			FS *proto.FSCapability `json:"fs"`
 		} `json:"capabilities"`
 	}
 	if err := json.Unmarshal(reg.Params, &caps); err != nil || caps.Capabilities.FS == nil || !caps.Capabilities.FS.Fuse {
@@ -268,7 +270,7 @@ func TestFsSync(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "stale.txt"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var res fsMountResult
+	var res proto.FsMountResult
 	fc.result(t, "fs.mount", mountParams("ses_1", view(f, "ses_1", "tok1", false)), &res)
 	if diff := cmp.Diff([]string{"workspace"}, res.Mounted); diff != "" {
 		t.Errorf("mounted (-want +got):\n%s", diff)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // envShellParent makes the test binary an executor process that runs the
@@ -146,7 +148,7 @@ func (h *fakeHarness) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(MaxMessageSize)
-	fc := &fakeConn{h: h, ws: ws, frames: make(chan *frame, 4096), nulls: make(chan *frame, 16), pending: map[string]chan *frame{}, done: make(chan struct{})}
+	fc := &fakeConn{h: h, ws: ws, frames: make(chan *proto.Frame, 4096), nulls: make(chan *proto.Frame, 16), pending: map[string]chan *proto.Frame{}, done: make(chan struct{})}
 	h.mu.Lock()
 	h.connects++
 	h.open = append(h.open, fc)
@@ -186,7 +188,7 @@ func (h *fakeHarness) config(t testing.TB) Config {
 
 // start opens an executor with cfg and returns it with its connection,
 // the register frame already consumed.
-func (h *fakeHarness) start(t testing.TB, cfg Config) (*Executor, *fakeConn, *frame) {
+func (h *fakeHarness) start(t testing.TB, cfg Config) (*Executor, *fakeConn, *proto.Frame) {
 	t.Helper()
 	e, err := New(cfg)
 	if err != nil {
@@ -215,13 +217,13 @@ type noAnswer struct{}
 type fakeConn struct {
 	h      *fakeHarness
 	ws     *websocket.Conn
-	frames chan *frame // every request and notification from the executor
-	nulls  chan *frame // error answers with a null id
+	frames chan *proto.Frame // every request and notification from the executor
+	nulls  chan *proto.Frame // error answers with a null id
 	done   chan struct{}
 	err    error // why the connection ended, set before done closes
 
 	mu      sync.Mutex
-	pending map[string]chan *frame
+	pending map[string]chan *proto.Frame
 	ids     int
 }
 
@@ -233,13 +235,13 @@ func (fc *fakeConn) serve() {
 			fc.err = err
 			return
 		}
-		var f frame
-		if err := json.Unmarshal(b, &f); err != nil || f.JSONRPC != "2.0" {
-			fc.h.t.Errorf("executor sent a malformed frame: %s", b)
+		f, e := proto.Decode(b) // as strictly as a harness does
+		if e != nil {
+			fc.h.t.Errorf("executor sent a malformed frame: %s: %v", b, e)
 			continue
 		}
 		if f.Method == "" && isNull(f.ID) {
-			fc.nulls <- &f
+			fc.nulls <- f
 			continue
 		}
 		if f.Method == "" {
@@ -251,21 +253,21 @@ func (fc *fakeConn) serve() {
 				fc.h.t.Errorf("executor answered an unknown id: %s", b)
 				continue
 			}
-			ch <- &f
+			ch <- f
 			continue
 		}
 		// Answer first: a test that sees a request knows its answer is on
 		// the wire.
 		if f.ID != nil {
-			fc.autoAnswer(&f)
+			fc.autoAnswer(f)
 		}
-		fc.frames <- &f
+		fc.frames <- f
 	}
 }
 
 // autoAnswer answers executor requests the way a harness does, unless
 // the test overrides or holds the method.
-func (fc *fakeConn) autoAnswer(f *frame) {
+func (fc *fakeConn) autoAnswer(f *proto.Frame) {
 	h := fc.h
 	h.mu.Lock()
 	fn, held := h.answers[f.Method], h.held[f.Method]
@@ -321,16 +323,21 @@ func (fc *fakeConn) send(t testing.TB, msg string) {
 }
 
 // call sends a harness request and waits for the executor's answer.
-func (fc *fakeConn) call(t testing.TB, method string, params any) *frame {
+func (fc *fakeConn) call(t testing.TB, method string, params any) *proto.Frame {
 	t.Helper()
 	fc.mu.Lock()
 	fc.ids++
 	id := json.RawMessage(fmt.Sprintf(`"h-%d"`, fc.ids))
-	ch := make(chan *frame, 1)
+	ch := make(chan *proto.Frame, 1)
 	fc.pending[string(id)] = ch
 	fc.mu.Unlock()
 	p, _ := json.Marshal(params)
-	b, _ := json.Marshal(frame{JSONRPC: "2.0", ID: id, Method: method, Params: p})
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}{"2.0", id, method, p})
 	if err := fc.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
 		t.Fatalf("%s: %v", method, err)
 	}
@@ -364,12 +371,12 @@ func (fc *fakeConn) rpcError(t testing.TB, method string, params any) *RPCError 
 	if f.Error == nil {
 		t.Fatalf("%s: want an error, got %s", method, f.Result)
 	}
-	return f.Error
+	return (*RPCError)(f.Error)
 }
 
 // next returns the next frame from the executor whose method is one of
 // methods, dropping others.
-func (fc *fakeConn) next(t testing.TB, methods ...string) *frame {
+func (fc *fakeConn) next(t testing.TB, methods ...string) *proto.Frame {
 	t.Helper()
 	timeout := time.After(patience)
 	for {
@@ -386,7 +393,7 @@ func (fc *fakeConn) next(t testing.TB, methods ...string) *frame {
 }
 
 // until returns the next frame of method for which ok holds.
-func (fc *fakeConn) until(t testing.TB, method string, ok func(*frame) bool) *frame {
+func (fc *fakeConn) until(t testing.TB, method string, ok func(*proto.Frame) bool) *proto.Frame {
 	t.Helper()
 	timeout := time.After(patience)
 	for {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // Interaction kinds.
@@ -75,13 +77,16 @@ func (t *Turn) RequestInteraction(ctx context.Context, in Interaction) (Answer, 
 		rerr *RPCError
 	}
 	acks := make(chan ackd, 1)
-	p := interactionRequest{SessionID: t.SessionID, TurnID: t.ID, InteractionID: in.ID, Kind: in.Kind,
-		ToolUseID: in.ToolUseID, Prompt: in.Prompt, Options: in.Options}
+	p := proto.InteractionRequestParams{SessionID: t.SessionID, TurnID: t.ID, InteractionID: in.ID, Kind: in.Kind,
+		ToolUseID: in.ToolUseID, Prompt: in.Prompt}
+	if len(in.Options) > 0 {
+		p.Options, _ = json.Marshal(in.Options) // a []string always encodes
+	}
 	if !in.ExpiresAt.IsZero() {
 		p.ExpiresAt = &in.ExpiresAt
 	}
-	if err := e.push("interaction.request", t.SessionID, p, func(raw json.RawMessage, rerr *RPCError) {
-		var res interactionRequestResult
+	if err := e.push(proto.MethodInteractionRequest, t.SessionID, p, func(raw json.RawMessage, rerr *RPCError) {
+		var res proto.InteractionRequestResult
 		if rerr == nil {
 			_ = json.Unmarshal(raw, &res)
 		}
@@ -131,13 +136,13 @@ func (t *Turn) RequestInteraction(ctx context.Context, in Interaction) (Answer, 
 
 // withdraw holds interaction.cancel.
 func (t *Turn) withdraw(id, reason string) {
-	if err := t.e.push("interaction.cancel", t.SessionID, interactionCancel{InteractionID: id, Reason: reason}, nil); err != nil {
+	if err := t.e.push(proto.MethodInteractionCancel, t.SessionID, proto.InteractionCancelParams{InteractionID: id, Reason: reason}, nil); err != nil {
 		t.e.log.Warn("executor: interaction.cancel", "interaction_id", id, "err", err)
 	}
 }
 
 func (e *Executor) onInteractionResponse(r *request) (any, *RPCError) {
-	var p interactionResponse
+	var p proto.InteractionResponseParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -158,7 +163,7 @@ func (e *Executor) onInteractionResponse(r *request) (any, *RPCError) {
 		}
 		w.ch <- a
 	}
-	return accepted{ok}, nil
+	return proto.Accepted{Accepted: ok}, nil
 }
 
 // CustomTool runs a client's custom tool: it emits agent.custom_tool_use
@@ -215,7 +220,7 @@ func (e *Executor) onCustomToolResult(r *request) (any, *RPCError) {
 	if e.cfg.Agent == nil {
 		return nil, capabilityMissing("agent")
 	}
-	var p customToolResultParams
+	var p proto.CustomToolResultParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -227,8 +232,8 @@ func (e *Executor) onCustomToolResult(r *request) (any, *RPCError) {
 	}
 	e.mu.Unlock()
 	if ch == nil {
-		return accepted{false}, nil
+		return proto.Accepted{Accepted: false}, nil
 	}
 	ch <- CustomToolResult{Content: p.Content, IsError: p.IsError}
-	return accepted{true}, nil
+	return proto.Accepted{Accepted: true}, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // outbox holds the requests that must reach the harness exactly once
@@ -46,7 +48,7 @@ func (o *outbox) push(it *outItem) {
 }
 
 func (o *outbox) sendLocked(c *conn, it *outItem) {
-	if !c.expect(it.id, func(f *frame) {
+	if !c.expect(it.id, func(f *proto.Frame) {
 		if f != nil { // nil: the connection went; the item stays for the next one
 			o.ack(it, f)
 		}
@@ -59,7 +61,7 @@ func (o *outbox) sendLocked(c *conn, it *outItem) {
 }
 
 // ack removes an answered item.
-func (o *outbox) ack(it *outItem, f *frame) {
+func (o *outbox) ack(it *outItem, f *proto.Frame) {
 	o.mu.Lock()
 	for i, x := range o.items {
 		if x == it {
@@ -70,7 +72,7 @@ func (o *outbox) ack(it *outItem, f *frame) {
 	}
 	o.mu.Unlock()
 	if it.onAck != nil {
-		it.onAck(f.Result, f.Error)
+		it.onAck(f.Result, (*RPCError)(f.Error))
 	}
 }
 

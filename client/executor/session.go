@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // hand is a session assigned with session.assign.
@@ -12,7 +14,7 @@ type hand struct {
 }
 
 func (e *Executor) onAssign(r *request) (any, *RPCError) {
-	var p assignParams
+	var p proto.AssignParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -38,12 +40,12 @@ func (e *Executor) onAssign(r *request) (any, *RPCError) {
 		e.hands[p.SessionID] = &hand{epoch: p.Epoch, oneShot: p.Metadata.Source != "harness"}
 	}
 	e.mu.Unlock()
-	r.reply(accepted{true}, nil)
+	r.reply(proto.Accepted{Accepted: true}, nil)
 	c := r.c
 	e.goWork(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, e.cfg.WriteTimeout)
 		defer cancel()
-		if _, err := c.call(ctx, "session.ready", sessionRef{SessionID: p.SessionID, Epoch: p.Epoch}); err != nil {
+		if _, err := c.call(ctx, proto.MethodSessionReady, proto.SessionEpoch{SessionID: p.SessionID, Epoch: p.Epoch}); err != nil {
 			e.log.Warn("executor: session.ready not acknowledged", "session", p.SessionID, "err", err)
 		}
 	})
@@ -75,7 +77,7 @@ func (e *Executor) oneShotDoneLocked(session string) *hand {
 }
 
 func (e *Executor) onStop(r *request) (any, *RPCError) {
-	var p stopParams
+	var p proto.SessionStopParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -136,7 +138,7 @@ func (e *Executor) onStop(r *request) (any, *RPCError) {
 // pushEnded holds session.ended until the harness acknowledges it. An
 // agent session's is re-stamped when a resume moves it to a new epoch.
 func (e *Executor) pushEnded(session string, epoch int64, reason string, agent bool) {
-	p := sessionEnded{SessionID: session, Epoch: epoch, Reason: reason}
+	p := proto.SessionEndedParams{SessionID: session, Epoch: epoch, Reason: reason}
 	var reepoch func(int64) any
 	if agent {
 		reepoch = func(ep int64) any {
@@ -145,13 +147,13 @@ func (e *Executor) pushEnded(session string, epoch int64, reason string, agent b
 			return q
 		}
 	}
-	if err := e.pushStamped("session.ended", session, p, reepoch, nil); err != nil {
+	if err := e.pushStamped(proto.MethodSessionEnded, session, p, reepoch, nil); err != nil {
 		e.log.Error("executor: session.ended", "session", session, "err", err)
 	}
 }
 
 func (e *Executor) onDrain(r *request) (any, *RPCError) {
-	var p reasonParams
+	var p proto.Reason
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -175,9 +177,5 @@ const (
 // "mcp_unavailable". It is lossy: while disconnected it returns
 // ErrDisconnected.
 func (e *Executor) SessionStatus(sessionID, status, detail string) error {
-	return e.notifyLive("session.status", struct {
-		SessionID string `json:"session_id"`
-		Status    string `json:"status"`
-		Detail    string `json:"detail,omitempty"`
-	}{sessionID, status, detail})
+	return e.notifyLive(proto.MethodSessionStatus, proto.SessionStatusParams{SessionID: sessionID, Status: status, Detail: detail})
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 func assign(id string, epoch int, source string) map[string]any {
@@ -27,7 +29,7 @@ func TestSessionAssignCapacity(t *testing.T) {
 	if ready.ID == nil {
 		t.Error("session.ready must be a request")
 	}
-	if d := cmp.Diff(sessionRef{SessionID: "ses_1", Epoch: 1}, decode[sessionRef](t, ready.Params)); d != "" {
+	if d := cmp.Diff(proto.SessionEpoch{SessionID: "ses_1", Epoch: 1}, decode[proto.SessionEpoch](t, ready.Params)); d != "" {
 		t.Errorf("session.ready (-want +got):\n%s", d)
 	}
 
@@ -37,7 +39,7 @@ func TestSessionAssignCapacity(t *testing.T) {
 	}
 	// A repeat of the held session (a new epoch after a resume) is fine.
 	fc.result(t, "session.assign", assign("ses_1", 2, "harness"), &got)
-	if d := cmp.Diff(sessionRef{SessionID: "ses_1", Epoch: 2}, decode[sessionRef](t, fc.next(t, "session.ready").Params)); d != "" {
+	if d := cmp.Diff(proto.SessionEpoch{SessionID: "ses_1", Epoch: 2}, decode[proto.SessionEpoch](t, fc.next(t, "session.ready").Params)); d != "" {
 		t.Errorf("second session.ready (-want +got):\n%s", d)
 	}
 }
@@ -72,7 +74,7 @@ func TestSessionStop(t *testing.T) {
 	if f.Method != "session.ended" || f.ID == nil {
 		t.Fatalf("then %s, want the session.ended request", f.Method)
 	}
-	if d := cmp.Diff(sessionEnded{SessionID: "ses_1", Epoch: 4, Reason: "stopped"}, decode[sessionEnded](t, f.Params)); d != "" {
+	if d := cmp.Diff(proto.SessionEndedParams{SessionID: "ses_1", Epoch: 4, Reason: "stopped"}, decode[proto.SessionEndedParams](t, f.Params)); d != "" {
 		t.Errorf("session.ended (-want +got):\n%s", d)
 	}
 	fc.result(t, "session.stop", map[string]string{"session_id": "ses_9"}, &got)
@@ -99,7 +101,7 @@ func TestSessionOneShot(t *testing.T) {
 	if f.Method != "session.ended" {
 		t.Fatalf("a one-shot session did not end after its call: %s", f.Method)
 	}
-	if p := decode[sessionEnded](t, f.Params); p.SessionID != "ses_1" || p.Reason != "completed" {
+	if p := decode[proto.SessionEndedParams](t, f.Params); p.SessionID != "ses_1" || p.Reason != "completed" {
 		t.Errorf("session.ended = %+v", p)
 	}
 	fc.barrier(t)

@@ -8,10 +8,51 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // ProcessExec is the tool.call name of a remote shell command.
 const ProcessExec = "process.exec"
+
+// ToolDef declares a tool: the same shape as a Baton client tool. A nil
+// InputSchema is sent as an empty object schema; "parameters" is read
+// as an alias of "input_schema".
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// emptySchema is the input schema of a tool that declares none.
+const emptySchema = `{"type":"object","properties":{}}`
+
+// MarshalJSON fills in the empty object schema.
+func (d ToolDef) MarshalJSON() ([]byte, error) {
+	type plain ToolDef
+	if len(d.InputSchema) == 0 {
+		d.InputSchema = json.RawMessage(emptySchema)
+	}
+	return json.Marshal(plain(d))
+}
+
+// UnmarshalJSON accepts "parameters" as an alias of "input_schema".
+func (d *ToolDef) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	d.Name, d.Description, d.InputSchema = w.Name, w.Description, w.InputSchema
+	if len(d.InputSchema) == 0 {
+		d.InputSchema = w.Parameters
+	}
+	return nil
+}
 
 // Tool is a tool this executor serves. Handle runs on its own goroutine
 // for each call; its ctx ends on tool.cancel, session.stop, the call's
@@ -39,11 +80,11 @@ func (c Call) Progress(msg string, progress, total float64) error {
 	if c.e == nil {
 		return ErrDisconnected
 	}
-	p := toolProgressParams{SessionID: c.SessionID, ToolCallID: c.ID, Message: msg, Progress: &progress}
+	p := proto.ToolProgressParams{SessionID: c.SessionID, ToolCallID: c.ID, Message: msg, Progress: &progress}
 	if total > 0 {
 		p.Total = &total
 	}
-	return c.e.notifyLive("tool.progress", p)
+	return c.e.notifyLive(proto.MethodToolProgress, p)
 }
 
 // Event emits a durable session event for the call's session
@@ -74,8 +115,11 @@ func (e *Executor) handEvent(session, typ string, data any) error {
 		epoch = h.epoch
 	}
 	e.mu.Unlock()
-	return e.push("session.event", session, handEventParams{SessionID: session, Epoch: epoch,
-		Event: toolEvent{Type: typ, Data: raw}}, nil)
+	ev, err := json.Marshal(proto.ToolEvent{Type: typ, Data: raw})
+	if err != nil {
+		return fmt.Errorf("executor: encode event: %w", err)
+	}
+	return e.push(proto.MethodSessionEvent, session, proto.SessionEventParams{SessionID: session, Epoch: epoch, Event: ev}, nil)
 }
 
 // Result is a tool call's outcome, sent as tool.result. Content is a JSON
@@ -131,7 +175,7 @@ func (e *Executor) handlerFor(name string) (handler, bool) {
 }
 
 func (e *Executor) onToolCall(r *request) (any, *RPCError) {
-	var p toolCallParams
+	var p proto.ToolCallParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -142,7 +186,7 @@ func (e *Executor) onToolCall(r *request) (any, *RPCError) {
 	if _, running := e.calls[p.ToolCallID]; running || e.finished.has(p.ToolCallID) {
 		e.mu.Unlock()
 		e.log.Debug("executor: duplicate tool call acked", "tool_call_id", p.ToolCallID)
-		return accepted{true}, nil
+		return proto.Accepted{Accepted: true}, nil
 	}
 	if e.draining {
 		e.mu.Unlock()
@@ -163,7 +207,7 @@ func (e *Executor) onToolCall(r *request) (any, *RPCError) {
 	e.startLocked()
 	e.mu.Unlock()
 
-	r.reply(accepted{true}, nil)
+	r.reply(proto.Accepted{Accepted: true}, nil)
 	call := Call{SessionID: p.SessionID, ID: p.ToolCallID, Name: p.Name, Input: p.Input,
 		Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, e: e}
 	if !e.goCounted(func() { e.runCall(ctx, rc, h, call) }) {
@@ -212,11 +256,11 @@ func (e *Executor) runCall(ctx context.Context, rc *runningCall, h handler, call
 	if len(res.Content) == 0 {
 		res.Content = json.RawMessage("[]")
 	}
-	if err := e.push("tool.result", call.SessionID, toolResultParams{
+	if err := e.push(proto.MethodToolResult, call.SessionID, proto.ToolResultParams{
 		SessionID: call.SessionID, ToolCallID: call.ID, Content: res.Content, IsError: res.IsError,
 	}, nil); err != nil {
 		e.log.Error("executor: tool result not encodable", "tool_call_id", call.ID, "err", err)
-		_ = e.push("tool.result", call.SessionID, toolResultParams{
+		_ = e.push(proto.MethodToolResult, call.SessionID, proto.ToolResultParams{
 			SessionID: call.SessionID, ToolCallID: call.ID, Content: ErrorResult("result not encodable").Content, IsError: true,
 		}, nil)
 	}
@@ -237,7 +281,7 @@ func safeHandle(ctx context.Context, h handler, c Call) (res Result, err error) 
 }
 
 func (e *Executor) onToolCancel(r *request) (any, *RPCError) {
-	var p toolCancelParams
+	var p proto.ToolCancelParams
 	if rerr := decodeParams(r.params, &p); rerr != nil {
 		return nil, rerr
 	}
@@ -249,9 +293,7 @@ func (e *Executor) onToolCancel(r *request) (any, *RPCError) {
 		rc.cancel()
 	}
 	e.mu.Unlock()
-	return struct {
-		Canceled bool `json:"canceled"`
-	}{ok}, nil
+	return proto.ToolCancelResult{Canceled: ok}, nil
 }
 
 // cutCall is a running tool call that Close answers itself.
@@ -297,7 +339,7 @@ func (e *Executor) answerCut(ctx context.Context, c *conn, cut []cutCall) {
 		e.out.poke()
 	}
 	for _, k := range cut {
-		if err := e.push("tool.result", k.session, toolResultParams{
+		if err := e.push(proto.MethodToolResult, k.session, proto.ToolResultParams{
 			SessionID: k.session, ToolCallID: k.id, Content: ErrorResult(why).Content, IsError: true,
 		}, onAck); err != nil {
 			e.log.Error("executor: tool result at close not encodable", "tool_call_id", k.id, "err", err)

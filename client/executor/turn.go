@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // TurnMetadata is turn.start's metadata: where the brain's model calls
@@ -101,7 +103,8 @@ func (t *Turn) Emit(ev AgentEvent) (string, error) {
 	if ev.Type == "" {
 		return "", errors.New("executor: event without a type")
 	}
-	if _, err := ev.MarshalJSON(); err != nil {
+	body, err := ev.MarshalJSON()
+	if err != nil {
 		return "", err
 	}
 	if ev.ID == "" {
@@ -118,19 +121,19 @@ func (t *Turn) Emit(ev AgentEvent) (string, error) {
 	e.mu.Lock()
 	epoch := s.epoch
 	e.mu.Unlock()
-	p := agentEventParams{SessionID: s.id, Epoch: epoch, TurnID: t.ID, EventID: ev.ID, Sequence: seq, Event: ev}
+	p := proto.SessionEventParams{SessionID: s.id, Epoch: epoch, TurnID: t.ID, EventID: ev.ID, Sequence: &seq, Event: body}
 	reepoch := func(ep int64) any {
 		q := p
 		q.Epoch = ep
 		return q
 	}
-	err := e.pushStamped("session.event", s.id, p, reepoch, func(raw json.RawMessage, rerr *RPCError) {
+	err = e.pushStamped(proto.MethodSessionEvent, s.id, p, reepoch, func(raw json.RawMessage, rerr *RPCError) {
 		if rerr != nil {
 			e.log.Warn("executor: harness refused an event", "session", s.id, "sequence", seq, "err", rerr)
 			return
 		}
 		acked := seq
-		var res sessionEventResult
+		var res proto.SessionEventResult
 		if json.Unmarshal(raw, &res) == nil && res.AckedSequence != nil && *res.AckedSequence > acked {
 			acked = *res.AckedSequence
 		}
@@ -153,19 +156,16 @@ func (t *Turn) Delta(eventID string, delta any) error {
 	if err != nil {
 		return err
 	}
-	return t.e.notifyLive("session.event_delta", deltaParams{SessionID: t.SessionID, TurnID: t.ID, EventID: eventID, Delta: b})
+	return t.e.notifyLive(proto.MethodEventDelta, proto.EventDeltaParams{SessionID: t.SessionID, TurnID: t.ID, EventID: eventID, Delta: b})
 }
 
 // RefreshModelToken asks for a fresh model token (model_token.refresh).
 // The harness signs one only while the turn is active: otherwise an
 // *RPCError with CodeTurnInactive.
 func (t *Turn) RefreshModelToken(ctx context.Context) (TurnToken, error) {
-	var res struct {
-		Token     string    `json:"model_token"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}
-	err := t.e.call(ctx, "model_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID}, &res)
-	return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+	var res proto.ModelTokenRefreshResult
+	err := t.e.call(ctx, proto.MethodModelTokenRefresh, proto.ModelTokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID}, &res)
+	return TurnToken{Token: res.ModelToken, ExpiresAt: res.ExpiresAt}, err
 }
 
 // Epoch is the session's current binding epoch: Metadata.Epoch until a
@@ -184,17 +184,14 @@ func (t *Turn) Epoch() int64 {
 // refused as turn_inactive because a reconnect moved the session to a
 // new epoch meanwhile is sent again with it.
 func (t *Turn) RefreshToolsToken(ctx context.Context) (TurnToken, error) {
-	var res struct {
-		Token     string    `json:"tools_mcp_token"`
-		ExpiresAt time.Time `json:"expires_at"`
-	}
+	var res proto.ToolsTokenRefreshResult
 	for {
 		epoch := t.Epoch()
-		err := t.e.call(ctx, "tools_token.refresh", tokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: epoch}, &res)
+		err := t.e.call(ctx, proto.MethodToolsTokenRefresh, proto.ToolsTokenRefreshParams{SessionID: t.SessionID, TurnID: t.ID, Epoch: epoch}, &res)
 		var rerr *RPCError
 		if errors.As(err, &rerr) && rerr.Code == CodeTurnInactive && t.Epoch() != epoch {
 			continue
 		}
-		return TurnToken{Token: res.Token, ExpiresAt: res.ExpiresAt}, err
+		return TurnToken{Token: res.ToolsMCPToken, ExpiresAt: res.ExpiresAt}, err
 	}
 }

@@ -2,23 +2,18 @@ package proto
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/coder/websocket"
-
-	"github.com/baton-engine/baton"
-	"github.com/baton-engine/baton/wire"
 )
 
-// JSON-RPC error codes of the executor protocol. The standard ones are the
-// client API's (package wire); the server range means something else here.
+// JSON-RPC error codes of the executor protocol. The standard ones are
+// JSON-RPC 2.0's (the client API uses the same values); the server range
+// means something else here.
 const (
-	CodeParseError        = wire.CodeParseError
-	CodeInvalidRequest    = wire.CodeInvalidRequest
-	CodeMethodNotFound    = wire.CodeMethodNotFound
-	CodeInvalidParams     = wire.CodeInvalidParams
-	CodeInternal          = wire.CodeInternal
+	CodeParseError        = -32700
+	CodeInvalidRequest    = -32600
+	CodeMethodNotFound    = -32601
+	CodeInvalidParams     = -32602
+	CodeInternal          = -32603
 	CodeForbidden         = -32001
 	CodeTurnInactive      = -32007
 	CodeOverCapacity      = -32009 // capability or resource limits
@@ -35,14 +30,15 @@ const (
 	ReasonTurnInactive      = "turn_inactive"
 )
 
-// WebSocket close codes.
+// WebSocket close codes. They are untyped so that either side's
+// WebSocket library takes them as its own status type.
 const (
-	CloseNormal           websocket.StatusCode = 1000
-	CloseGoingAway        websocket.StatusCode = 1001
-	CloseTokenExpired     websocket.StatusCode = 4001 // token expired or credential revoked
-	CloseProtocolError    websocket.StatusCode = 4002
-	CloseProtocolMismatch websocket.StatusCode = 4003
-	CloseLeaseExpired     websocket.StatusCode = 4008
+	CloseNormal           = 1000
+	CloseGoingAway        = 1001
+	CloseTokenExpired     = 4001 // token expired or credential revoked
+	CloseProtocolError    = 4002
+	CloseProtocolMismatch = 4003
+	CloseLeaseExpired     = 4008
 )
 
 // Error is a JSON-RPC error object. Data, when present, is an object
@@ -96,32 +92,4 @@ func CapabilityMissing(capability, message string) *Error {
 // data.expected_sequence.
 func Conflict(reason, message string, expectedSequence *int64) *Error {
 	return Errorf(CodeConflict, "%s", message).WithData(ErrorData{Reason: reason, ExpectedSequence: expectedSequence})
-}
-
-// codes maps Baton error codes to this protocol's JSON-RPC codes: the one
-// table of the executor transport. Messages travel verbatim.
-var codes = map[string]int{
-	baton.ECodeBadRequest:      CodeInvalidParams,
-	baton.ECodeInvalidParams:   CodeInvalidParams,
-	baton.ECodeUnprocessable:   CodeInvalidParams,
-	baton.ECodeUnauthorized:    CodeForbidden,
-	baton.ECodeForbidden:       CodeForbidden,
-	baton.ECodeNotFound:        CodeForbidden, // unknown to this executor is forbidden (bma.executor.v1.1)
-	baton.ECodeConflict:        CodeConflict,
-	baton.ECodeTooManyRequests: CodeOverCapacity,
-}
-
-// FromError converts a handler's error to the error frame to send. An
-// *Error passes through; a baton error maps by code; anything else is
-// "Internal error" (the caller logs the detail).
-func FromError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	code := baton.ErrorCode(err)
-	if c, ok := codes[code]; ok {
-		return &Error{Code: c, Message: baton.ErrorMessage(err)}
-	}
-	return &Error{Code: CodeInternal, Message: "Internal error"}
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/baton-engine/baton"
-	"github.com/baton-engine/baton/wire"
 )
 
 // Limits of one frame.
@@ -54,6 +51,11 @@ func (f *Frame) Kind() Kind {
 	}
 	return KindRequest
 }
+
+// IsCall reports whether the message had a method member: a request or
+// notification, also when it failed to decode (Decode's answer to a
+// response that failed cannot be sent: its id is the other side's).
+func (f *Frame) IsCall() bool { return f.call }
 
 // Bind decodes f's params into v. Absent params decode as {}. A failure is
 // the -32602 error to answer with.
@@ -187,14 +189,27 @@ func validID(id json.RawMessage) bool {
 	return string(id) == "null"
 }
 
-// Encoders. Notifications and results share the client API's frame shapes
-// (package wire); requests and errors with data are this protocol's.
+// Encoders. Requests and errors are written without HTML escaping;
+// notifications and results with it, byte for byte as the client API
+// writes its frames of the same shapes.
 
 type requestFrame struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  any             `json:"params,omitempty"`
+}
+
+type notificationFrame struct {
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+type resultFrame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result"`
 }
 
 type errorFrame struct {
@@ -205,7 +220,7 @@ type errorFrame struct {
 
 // EncodeRequest returns a request frame with a numeric id.
 func EncodeRequest(id uint64, method string, params any) ([]byte, error) {
-	return baton.EncodeJSON(requestFrame{"2.0", strconv.AppendUint(nil, id, 10), method, params})
+	return marshalRaw(requestFrame{"2.0", strconv.AppendUint(nil, id, 10), method, params})
 }
 
 // EncodeNotification returns a notification frame; nil params become {}.
@@ -213,12 +228,15 @@ func EncodeNotification(method string, params any) ([]byte, error) {
 	if params == nil {
 		params = struct{}{}
 	}
-	return wire.Notification(method, params)
+	return json.Marshal(notificationFrame{"2.0", method, params})
 }
 
 // EncodeResult returns a success response echoing id.
 func EncodeResult(id json.RawMessage, result any) ([]byte, error) {
-	return wire.Result(id, result)
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return json.Marshal(resultFrame{"2.0", id, result})
 }
 
 // EncodeError returns an error response echoing id (nil → null).
@@ -226,9 +244,20 @@ func EncodeError(id json.RawMessage, e *Error) []byte {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, err := baton.EncodeJSON(errorFrame{"2.0", id, e})
+	b, err := marshalRaw(errorFrame{"2.0", id, e})
 	if err != nil { // only a malformed Data member can fail
-		b, _ = baton.EncodeJSON(errorFrame{"2.0", id, &Error{Code: e.Code, Message: e.Message}})
+		b, _ = marshalRaw(errorFrame{"2.0", id, &Error{Code: e.Code, Message: e.Message}})
 	}
 	return b
+}
+
+// marshalRaw is json.Marshal without HTML escaping.
+func marshalRaw(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -141,24 +141,6 @@ func TestToolDefAlias(t *testing.T) {
 	}
 }
 
-func TestFromError(t *testing.T) {
-	var seq int64 = 3
-	conflict := Conflict("sequence_gap", "gap", &seq)
-	tests := []struct {
-		err  error
-		want *Error
-	}{
-		{conflict, conflict},
-		{Errorf(CodeForbidden, "no"), &Error{Code: CodeForbidden, Message: "no"}},
-		{os.ErrClosed, &Error{Code: CodeInternal, Message: "Internal error"}},
-	}
-	for _, tc := range tests {
-		if diff := cmp.Diff(tc.want, FromError(tc.err)); diff != "" {
-			t.Errorf("FromError(%v) (-want +got):\n%s", tc.err, diff)
-		}
-	}
-}
-
 func TestGolden(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
 	var seq int64 = 12

@@ -3,24 +3,29 @@ package proto
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/baton-engine/baton"
 )
 
 // Shapes of every method's params and results (bma.executor.v1.1, "Method
 // shapes"). Times are RFC 3339; content blocks and agent events travel as
 // raw JSON.
 
-// ToolDef is a tool an executor serves: a client tool's shape. Decoding
-// accepts "parameters" as an alias of "input_schema".
-type ToolDef baton.ToolDef
+// ToolDef is a tool an executor serves: a client tool's shape (the same
+// fields as the harness's tool declarations, so the two convert). A nil
+// Description is sent as null. Decoding accepts "parameters" as an alias
+// of "input_schema".
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
 
 // MarshalJSON writes a missing input schema as {}.
 func (d ToolDef) MarshalJSON() ([]byte, error) {
+	type plain ToolDef
 	if d.InputSchema == nil {
 		d.InputSchema = json.RawMessage(`{}`)
 	}
-	return json.Marshal(baton.ToolDef(d))
+	return json.Marshal(plain(d))
 }
 
 // UnmarshalJSON reads "parameters" when "input_schema" is absent.

@@ -1,4 +1,16 @@
-package proto
+// Package peer runs the harness's side of one executor connection: a
+// bidirectional JSON-RPC 2.0 conversation in the frames of package proto
+// over a github.com/coder/websocket connection, with a reader goroutine,
+// outgoing requests correlated by id and incoming requests dispatched to
+// a Handler. FromError is the executor transport's one table from Baton
+// error codes to the protocol's JSON-RPC codes.
+//
+// It is apart from package proto because proto is shared with the
+// executor SDK and imports only the standard library, while a peer needs
+// the WebSocket library and the root package's errors; it is apart from
+// package executor so that the connection mechanics stay small and are
+// tested on their own, without sessions or leases.
+package peer
 
 import (
 	"bufio"
@@ -16,6 +28,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
 
 // ErrClosed is returned by Call and Notify once the connection is closed
@@ -31,7 +45,7 @@ var errKilled = errors.New("connection killed")
 // that. A request's answer is the returned result, or the error mapped by
 // FromError; a notification's return values are only logged. A *Reply
 // result also runs code once the answer is written.
-type Handler func(ctx context.Context, f *Frame) (any, error)
+type Handler func(ctx context.Context, f *proto.Frame) (any, error)
 
 // Reply is a handler result that runs After on the reader goroutine once
 // the answer (Result, or Err when set) has been written. After must not
@@ -42,12 +56,12 @@ type Reply struct {
 	After  func()
 }
 
-// PeerOptions configures a Peer.
-type PeerOptions struct {
+// Options configures a Peer.
+type Options struct {
 	Handler      Handler       // nil answers every request -32601
 	Logger       *slog.Logger  // nil discards
 	WriteTimeout time.Duration // per message; default 10s
-	ReadLimit    int64         // bytes per incoming message; default MaxMessage
+	ReadLimit    int64         // bytes per incoming message; default proto.MaxMessage
 	// NetConn is the network connection under the WebSocket (see Accept).
 	// Kill closes it, which cuts a close handshake short; without it Kill
 	// may wait for a started handshake to time out (about 10s).
@@ -64,7 +78,7 @@ type PeerOptions struct {
 	// Reply.Err instead (nothing when nil; a response's answer has id
 	// null) and then runs After. It runs on the reader goroutine and must
 	// not block.
-	Invalid func(e *Error) *Reply
+	Invalid func(e *proto.Error) *Reply
 }
 
 // Peer is one bidirectional JSON-RPC 2.0 connection over a WebSocket: a
@@ -79,7 +93,7 @@ type Peer struct {
 	writeTimeout time.Duration
 	readLimit    int64
 	onClose      func(error)
-	invalid      func(*Error) *Reply
+	invalid      func(*proto.Error) *Reply
 
 	// ctx bounds every read and write; canceling it (Kill, or the end of
 	// the reader) tears the socket down.
@@ -88,7 +102,7 @@ type Peer struct {
 	nextID atomic.Uint64
 
 	mu      sync.Mutex
-	pending map[string]chan *Frame
+	pending map[string]chan *proto.Frame
 	err     error // why the connection ended; set once
 
 	closeOnce sync.Once
@@ -97,10 +111,10 @@ type Peer struct {
 	done      chan struct{} // closed when everything is over
 }
 
-// NewPeer returns a peer for conn, which it owns from now on: its read
+// New returns a peer for conn, which it owns from now on: its read
 // limit becomes opts.ReadLimit (MaxMessage by default). Start begins
 // serving; Close or Kill (or the remote end) ends it.
-func NewPeer(conn *websocket.Conn, opts PeerOptions) *Peer {
+func New(conn *websocket.Conn, opts Options) *Peer {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Peer{
 		conn:         conn,
@@ -113,7 +127,7 @@ func NewPeer(conn *websocket.Conn, opts PeerOptions) *Peer {
 		invalid:      opts.Invalid,
 		ctx:          ctx,
 		cancel:       cancel,
-		pending:      make(map[string]chan *Frame),
+		pending:      make(map[string]chan *proto.Frame),
 		closing:      make(chan struct{}),
 		closer:       make(chan struct{}),
 		done:         make(chan struct{}),
@@ -125,7 +139,7 @@ func NewPeer(conn *websocket.Conn, opts PeerOptions) *Peer {
 		p.writeTimeout = 10 * time.Second
 	}
 	if p.readLimit <= 0 {
-		p.readLimit = MaxMessage
+		p.readLimit = proto.MaxMessage
 	}
 	conn.SetReadLimit(p.readLimit)
 	return p
@@ -158,12 +172,12 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 		return err
 	}
 	id := p.nextID.Add(1)
-	b, err := EncodeRequest(id, method, params)
+	b, err := proto.EncodeRequest(id, method, params)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", method, err)
 	}
 	key := strconv.FormatUint(id, 10)
-	ch := make(chan *Frame, 1)
+	ch := make(chan *proto.Frame, 1)
 	p.mu.Lock()
 	if p.err != nil {
 		p.mu.Unlock()
@@ -196,7 +210,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 
 // Notify sends a notification.
 func (p *Peer) Notify(method string, params any) error {
-	b, err := EncodeNotification(method, params)
+	b, err := proto.EncodeNotification(method, params)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", method, err)
 	}
@@ -206,8 +220,8 @@ func (p *Peer) Notify(method string, params any) error {
 // SendError writes an error response with id (nil is null) outside any
 // exchange: for a message that gets no answer of its own, such as a
 // notification that breaks the protocol before the connection closes.
-func (p *Peer) SendError(id json.RawMessage, e *Error) error {
-	return p.write(EncodeError(id, e))
+func (p *Peer) SendError(id json.RawMessage, e *proto.Error) error {
+	return p.write(proto.EncodeError(id, e))
 }
 
 // Close starts the close handshake with code and reason and returns at
@@ -235,7 +249,7 @@ func (p *Peer) Kill() {
 }
 
 // Accept is websocket.Accept that also returns the hijacked network
-// connection, for PeerOptions.NetConn.
+// connection, for Options.NetConn.
 func Accept(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions) (*websocket.Conn, net.Conn, error) {
 	rec := &hijackRecorder{ResponseWriter: w}
 	c, err := websocket.Accept(rec, r, opts)
@@ -321,7 +335,7 @@ func (p *Peer) read() {
 		default:
 		}
 		if typ != websocket.MessageText {
-			p.reject(nil, Errorf(CodeInvalidRequest, "Invalid Request: binary message"))
+			p.reject(nil, proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: binary message"))
 			continue
 		}
 		p.dispatch(b)
@@ -330,9 +344,9 @@ func (p *Peer) read() {
 
 // dispatch handles one incoming message.
 func (p *Peer) dispatch(b []byte) {
-	f, perr := Decode(b)
+	f, perr := proto.Decode(b)
 	if perr != nil {
-		if f != nil && !f.call {
+		if f != nil && !f.IsCall() {
 			p.log.Debug("executor: dropping malformed response", slog.Any("error", perr))
 			p.reject(nil, nil) // never answered by default: its id is the other side's
 			return
@@ -345,7 +359,7 @@ func (p *Peer) dispatch(b []byte) {
 		return
 	}
 	switch f.Kind() {
-	case KindResponse:
+	case proto.KindResponse:
 		p.mu.Lock()
 		ch, ok := p.pending[string(f.ID)]
 		delete(p.pending, string(f.ID))
@@ -356,7 +370,7 @@ func (p *Peer) dispatch(b []byte) {
 			p.log.Debug("executor: response to no pending request", slog.String("id", string(f.ID)))
 			p.reject(nil, nil)
 		}
-	case KindNotification:
+	case proto.KindNotification:
 		_, after, err := p.serve(f)
 		if err != nil {
 			p.log.Debug("executor: notification failed", slog.String("method", f.Method), slog.Any("error", err))
@@ -364,17 +378,17 @@ func (p *Peer) dispatch(b []byte) {
 		if after != nil {
 			after()
 		}
-	case KindRequest:
+	case proto.KindRequest:
 		res, after, err := p.serve(f)
 		if err != nil {
 			e := FromError(err)
-			if e.Code == CodeInternal && !errors.As(err, new(*Error)) {
+			if e.Code == proto.CodeInternal && !errors.As(err, new(*proto.Error)) {
 				p.log.Error("executor: request failed", slog.String("method", f.Method), slog.Any("error", err))
 			}
-			p.send(EncodeError(f.ID, e))
-		} else if out, err := EncodeResult(f.ID, res); err != nil {
+			p.send(proto.EncodeError(f.ID, e))
+		} else if out, err := proto.EncodeResult(f.ID, res); err != nil {
 			p.log.Error("executor: encode result", slog.String("method", f.Method), slog.Any("error", err))
-			p.send(EncodeError(f.ID, Errorf(CodeInternal, "Internal error")))
+			p.send(proto.EncodeError(f.ID, proto.Errorf(proto.CodeInternal, "Internal error")))
 		} else {
 			p.send(out)
 		}
@@ -385,9 +399,9 @@ func (p *Peer) dispatch(b []byte) {
 }
 
 // reject answers a message the handler does not see with e (nothing when
-// nil), unless PeerOptions.Invalid decides otherwise; id is the id to
+// nil), unless Options.Invalid decides otherwise; id is the id to
 // answer with.
-func (p *Peer) reject(id json.RawMessage, e *Error) {
+func (p *Peer) reject(id json.RawMessage, e *proto.Error) {
 	var after func()
 	if p.invalid != nil {
 		if r := p.invalid(e); r != nil {
@@ -398,7 +412,7 @@ func (p *Peer) reject(id json.RawMessage, e *Error) {
 		}
 	}
 	if e != nil {
-		p.send(EncodeError(id, e))
+		p.send(proto.EncodeError(id, e))
 	}
 	if after != nil {
 		after()
@@ -406,9 +420,9 @@ func (p *Peer) reject(id json.RawMessage, e *Error) {
 }
 
 // serve runs the handler and unpacks a *Reply.
-func (p *Peer) serve(f *Frame) (any, func(), error) {
+func (p *Peer) serve(f *proto.Frame) (any, func(), error) {
 	if p.handler == nil {
-		return nil, nil, Errorf(CodeMethodNotFound, "Method not found: %s", f.Method)
+		return nil, nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", f.Method)
 	}
 	res, err := p.handler(p.ctx, f)
 	if r, ok := res.(*Reply); ok && err == nil {

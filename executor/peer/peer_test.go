@@ -1,4 +1,4 @@
-package proto
+package peer
 
 import (
 	"context"
@@ -13,26 +13,31 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/baton-engine/baton/executor/proto"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serve starts a loopback server whose every connection becomes a Peer
 // with h; it returns the server URL and the accepted peers.
 func serve(t *testing.T, h Handler) (string, <-chan *Peer) {
 	t.Helper()
-	return serveOpts(t, PeerOptions{Handler: h})
+	return serveOpts(t, Options{Handler: h})
 }
 
-func serveOpts(t *testing.T, opts PeerOptions) (string, <-chan *Peer) {
+func serveOpts(t *testing.T, opts Options) (string, <-chan *Peer) {
 	t.Helper()
 	peers := make(chan *Peer, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, nc, err := Accept(w, r, &websocket.AcceptOptions{Subprotocols: Subprotocols()})
+		c, nc, err := Accept(w, r, &websocket.AcceptOptions{Subprotocols: proto.Subprotocols()})
 		if err != nil {
 			return
 		}
 		opts := opts
 		opts.NetConn = nc
-		p := NewPeer(c, opts)
+		p := New(c, opts)
 		p.Start()
 		t.Cleanup(func() { p.Kill(); <-p.Done() })
 		peers <- p
@@ -43,7 +48,7 @@ func serveOpts(t *testing.T, opts PeerOptions) (string, <-chan *Peer) {
 
 func dial(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	c, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{Subprotocols: []string{SubprotocolV11}})
+	c, _, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{Subprotocols: []string{proto.SubprotocolV11}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,22 +60,22 @@ func dial(t *testing.T, url string) *websocket.Conn {
 func pair(t *testing.T, sh, ch Handler) (server, client *Peer) {
 	t.Helper()
 	url, peers := serve(t, sh)
-	client = NewPeer(dial(t, url), PeerOptions{Handler: ch})
+	client = New(dial(t, url), Options{Handler: ch})
 	client.Start()
 	t.Cleanup(func() { client.Kill(); <-client.Done() })
 	return <-peers, client
 }
 
-func echo(_ context.Context, f *Frame) (any, error) {
+func echo(_ context.Context, f *proto.Frame) (any, error) {
 	switch f.Method {
 	case "echo":
 		return f.Params, nil
 	case "fail":
-		return nil, CapabilityMissing("tool:x", "tool x is not served")
+		return nil, proto.CapabilityMissing("tool:x", "tool x is not served")
 	case "crash":
 		return nil, errors.New("secret detail")
 	}
-	return nil, Errorf(CodeMethodNotFound, "Method not found: %s", f.Method)
+	return nil, proto.Errorf(proto.CodeMethodNotFound, "Method not found: %s", f.Method)
 }
 
 func TestPeerCallBothWays(t *testing.T) {
@@ -82,44 +87,44 @@ func TestPeerCallBothWays(t *testing.T) {
 			t.Fatalf("echo: %v %v", got, err)
 		}
 		err := p.Call(ctx, "fail", nil, nil)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeCapabilityMissing || e.Detail().Capability != "tool:x" {
+		var e *proto.Error
+		if !errors.As(err, &e) || e.Code != proto.CodeCapabilityMissing || e.Detail().Capability != "tool:x" {
 			t.Fatalf("fail: %v", err)
 		}
 		err = p.Call(ctx, "crash", nil, nil)
-		if !errors.As(err, &e) || e.Code != CodeInternal || strings.Contains(e.Message, "secret") {
+		if !errors.As(err, &e) || e.Code != proto.CodeInternal || strings.Contains(e.Message, "secret") {
 			t.Fatalf("crash: %v", err)
 		}
-		if err := p.Call(ctx, "nope", nil, nil); !errors.As(err, &e) || e.Code != CodeMethodNotFound {
+		if err := p.Call(ctx, "nope", nil, nil); !errors.As(err, &e) || e.Code != proto.CodeMethodNotFound {
 			t.Fatalf("nope: %v", err)
 		}
 	}
-	if server.Subprotocol() != SubprotocolV11 {
+	if server.Subprotocol() != proto.SubprotocolV11 {
 		t.Fatalf("subprotocol %q", server.Subprotocol())
 	}
 }
 
 func TestPeerNilHandler(t *testing.T) {
 	_, client := pair(t, nil, nil)
-	var e *Error
-	if err := client.Call(context.Background(), "executor.heartbeat", nil, nil); !errors.As(err, &e) || e.Code != CodeMethodNotFound {
+	var e *proto.Error
+	if err := client.Call(context.Background(), "executor.heartbeat", nil, nil); !errors.As(err, &e) || e.Code != proto.CodeMethodNotFound {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestPeerNotification(t *testing.T) {
-	got := make(chan *Frame, 1)
-	_, client := pair(t, func(_ context.Context, f *Frame) (any, error) {
-		if f.Kind() == KindNotification {
+	got := make(chan *proto.Frame, 1)
+	_, client := pair(t, func(_ context.Context, f *proto.Frame) (any, error) {
+		if f.Kind() == proto.KindNotification {
 			got <- f
 		}
 		return echo(context.Background(), f)
 	}, nil)
-	if err := client.Notify(MethodToolProgress, ToolProgressParams{SessionID: "s", ToolCallID: "t", Message: "half"}); err != nil {
+	if err := client.Notify(proto.MethodToolProgress, proto.ToolProgressParams{SessionID: "s", ToolCallID: "t", Message: "half"}); err != nil {
 		t.Fatal(err)
 	}
 	f := <-got
-	var p ToolProgressParams
+	var p proto.ToolProgressParams
 	if e := f.Bind(&p); e != nil || p.Message != "half" {
 		t.Fatalf("got %+v %v", p, e)
 	}
@@ -134,7 +139,7 @@ func TestPeerNotification(t *testing.T) {
 func TestPeerCallCanceled(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	_, client := pair(t, func(_ context.Context, f *Frame) (any, error) {
+	_, client := pair(t, func(_ context.Context, f *proto.Frame) (any, error) {
 		if f.Method == "slow" {
 			entered <- struct{}{}
 			<-release
@@ -160,7 +165,7 @@ func TestPeerCallCanceled(t *testing.T) {
 func TestPeerCloseFailsPending(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	server, client := pair(t, func(_ context.Context, f *Frame) (any, error) {
+	server, client := pair(t, func(_ context.Context, f *proto.Frame) (any, error) {
 		entered <- struct{}{}
 		<-release
 		return nil, nil
@@ -169,7 +174,7 @@ func TestPeerCloseFailsPending(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- client.Call(context.Background(), "slow", nil, nil) }()
 	<-entered
-	client.Close(CloseGoingAway, "bye")
+	client.Close(proto.CloseGoingAway, "bye")
 	if err := <-errc; !errors.Is(err, ErrClosed) {
 		t.Fatalf("pending call: %v", err)
 	}
@@ -178,7 +183,7 @@ func TestPeerCloseFailsPending(t *testing.T) {
 	}
 	release <- struct{}{}
 	<-server.Done()
-	if code := websocket.CloseStatus(server.Err()); code != CloseGoingAway {
+	if code := websocket.CloseStatus(server.Err()); code != proto.CloseGoingAway {
 		t.Fatalf("server saw %v, want 1001", server.Err())
 	}
 	<-client.Done()
@@ -187,10 +192,10 @@ func TestPeerCloseFailsPending(t *testing.T) {
 func TestPeerReplyAfterThenClose(t *testing.T) {
 	var server *Peer
 	ready := make(chan struct{})
-	url, peers := serve(t, func(_ context.Context, f *Frame) (any, error) {
+	url, peers := serve(t, func(_ context.Context, f *proto.Frame) (any, error) {
 		<-ready
-		return &Reply{Err: Errorf(CodeProtocolMismatch, "protocol mismatch"), After: func() {
-			server.Close(CloseProtocolMismatch, "protocol mismatch")
+		return &Reply{Err: proto.Errorf(proto.CodeProtocolMismatch, "protocol mismatch"), After: func() {
+			server.Close(proto.CloseProtocolMismatch, "protocol mismatch")
 		}}, nil
 	})
 	c := dial(t, url)
@@ -204,11 +209,11 @@ func TestPeerReplyAfterThenClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, e := Decode(b)
-	if e != nil || f.Error == nil || f.Error.Code != CodeProtocolMismatch || string(f.ID) != "1" {
+	f, e := proto.Decode(b)
+	if e != nil || f.Error == nil || f.Error.Code != proto.CodeProtocolMismatch || string(f.ID) != "1" {
 		t.Fatalf("got %s", b)
 	}
-	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != CloseProtocolMismatch {
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolMismatch {
 		t.Fatalf("close: %v", err)
 	}
 	<-server.Done()
@@ -220,7 +225,7 @@ func TestPeerMalformed(t *testing.T) {
 	c := dial(t, url)
 	<-peers
 	ctx := context.Background()
-	roundTrip := func(typ websocket.MessageType, msg string) *Frame {
+	roundTrip := func(typ websocket.MessageType, msg string) *proto.Frame {
 		t.Helper()
 		if err := c.Write(ctx, typ, []byte(msg)); err != nil {
 			t.Fatal(err)
@@ -229,7 +234,7 @@ func TestPeerMalformed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, e := Decode(b)
+		f, e := proto.Decode(b)
 		if e != nil {
 			t.Fatalf("answer %s: %v", b, e)
 		}
@@ -241,9 +246,9 @@ func TestPeerMalformed(t *testing.T) {
 		id   string
 		code int
 	}{
-		{websocket.MessageText, `{"jsonrpc":`, "null", CodeParseError},
-		{websocket.MessageText, `{"jsonrpc":"2.0","id":1,"method":5}`, "1", CodeInvalidRequest},
-		{websocket.MessageBinary, `{"jsonrpc":"2.0","id":2,"method":"echo"}`, "null", CodeInvalidRequest},
+		{websocket.MessageText, `{"jsonrpc":`, "null", proto.CodeParseError},
+		{websocket.MessageText, `{"jsonrpc":"2.0","id":1,"method":5}`, "1", proto.CodeInvalidRequest},
+		{websocket.MessageBinary, `{"jsonrpc":"2.0","id":2,"method":"echo"}`, "null", proto.CodeInvalidRequest},
 	}
 	for _, tc := range tests {
 		f := roundTrip(tc.typ, tc.msg)
@@ -270,13 +275,13 @@ func TestPeerMalformed(t *testing.T) {
 // is followed by After.
 func TestPeerInvalid(t *testing.T) {
 	heard := make(chan string, 8)
-	url, peers := serveOpts(t, PeerOptions{Handler: echo, Invalid: func(e *Error) *Reply {
+	url, peers := serveOpts(t, Options{Handler: echo, Invalid: func(e *proto.Error) *Reply {
 		if e == nil {
 			heard <- "response"
-			return &Reply{Err: Errorf(CodeInvalidRequest, "Invalid Request: unexpected response"), After: func() { heard <- "after" }}
+			return &Reply{Err: proto.Errorf(proto.CodeInvalidRequest, "Invalid Request: unexpected response"), After: func() { heard <- "after" }}
 		}
 		heard <- strconv.Itoa(e.Code)
-		if e.Code == CodeParseError {
+		if e.Code == proto.CodeParseError {
 			return nil // the default answer
 		}
 		return &Reply{} // no answer
@@ -324,7 +329,7 @@ func TestPeerInvalid(t *testing.T) {
 }
 
 func TestPeerReadLimit(t *testing.T) {
-	url, peers := serveOpts(t, PeerOptions{Handler: echo, ReadLimit: 1024})
+	url, peers := serveOpts(t, Options{Handler: echo, ReadLimit: 1024})
 	c := dial(t, url)
 	server := <-peers
 	ctx := context.Background()
@@ -348,7 +353,7 @@ func TestPeerReadLimit(t *testing.T) {
 
 func TestPeerDefaultReadLimit(t *testing.T) {
 	_, client := pair(t, echo, nil)
-	if client.readLimit != MaxMessage || MaxMessage != 16<<20 {
+	if client.readLimit != proto.MaxMessage || proto.MaxMessage != 16<<20 {
 		t.Fatalf("read limit %d, want 16 MiB", client.readLimit)
 	}
 }
@@ -358,14 +363,14 @@ func TestPeerKillCutsHandshake(t *testing.T) {
 	c := dial(t, url) // never reads: it will not answer the close frame
 	_ = c
 	server := <-peers
-	server.Close(CloseNormal, "bye")
+	server.Close(proto.CloseNormal, "bye")
 	server.Kill()
 	select {
 	case <-server.Done():
 	case <-time.After(3 * time.Second): // a bound, not synchronisation: the handshake alone waits 5s
 		t.Fatal("Kill did not cut the close handshake short")
 	}
-	if code := websocket.CloseStatus(server.Err()); code != CloseNormal {
+	if code := websocket.CloseStatus(server.Err()); code != proto.CloseNormal {
 		t.Fatalf("reason %v", server.Err())
 	}
 }
