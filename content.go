@@ -27,6 +27,13 @@ const (
 	BlockToolResult = "tool_result"
 )
 
+// TextBlock is a text block as Baton builds one ({"type":"text","text":…},
+// in that order), for content it writes rather than routes.
+type TextBlock struct {
+	Type string `json:"type"` // BlockText
+	Text string `json:"text"`
+}
+
 // Dispatch is the routing tag Baton adds to a tool_use block and to its
 // tool.call and tool.result events: where the call is executed. It is
 // stripped before content reaches a model.
@@ -36,8 +43,8 @@ type Dispatch string
 const (
 	DispatchClient     Dispatch = "client"     // the acting driver
 	DispatchRegistered Dispatch = "registered" // a registered session client
-	DispatchMCP        Dispatch = "mcp"
-	DispatchSandbox    Dispatch = "sandbox"
-	DispatchSubagent   Dispatch = "subagent"
-	DispatchExecutor   Dispatch = "executor"
+	DispatchMCP        Dispatch = "mcp"        // the profile's MCP servers, and anything unknown
+	DispatchSandbox    Dispatch = "sandbox"    // an Auto-mode tool in the session's remote sandbox
+	DispatchSubagent   Dispatch = "subagent"   // a remote subagent launch or its status tool
+	DispatchExecutor   Dispatch = "executor"   // an executor of the profile's executor_environments
 )

@@ -3,10 +3,10 @@ package baton
 // The catalogue of event types Baton writes to a session's log (the event
 // types of docs/api.md and docs/executors.md). Every package that writes or
 // reads an event by type uses these names; no other file declares one.
-// Events an executor reports are the exception: an agent's own events keep
-// their type (AgentMessage and the rest in executor_brain.go, or anything
-// else it sends), and a tool or shell executor's events are stored under
-// EventExecutorEvent.
+// Events an executor reports are the exception: an agent's events keep
+// their type when it is one of the Agent* types below or any other
+// "agent." type (anything else is stored under EventAgentEvent), and a
+// tool or shell executor's events are stored under EventExecutorEvent.
 
 // The session's life (BAE's client API).
 const (
@@ -74,10 +74,29 @@ const (
 // payload), so that an executor cannot write the server's event types.
 const EventExecutorEvent = "executor.event"
 
-// Interactions of brain sessions (bma.executor.v1.1). An agent's own
-// events are stored under their own type (AgentMessage, AgentStatusIdle, …).
+// Interactions of brain sessions (bma.executor.v1.1).
 const (
 	EventInteractionRequest  = "interaction.request"
 	EventInteractionResponse = "interaction.response"
 	EventInteractionCancel   = "interaction.cancel"
 )
+
+// The AgentEvent types of brain sessions (bma.executor.v1.1) that are
+// stored under their own type. The engine acts on AgentMessage,
+// AgentCustomToolUse, AgentError and AgentStatusIdle; the rest are only
+// stored.
+const (
+	AgentMessage       = "agent.message"
+	AgentThinking      = "agent.thinking"
+	AgentToolUse       = "agent.tool_use"
+	AgentToolResult    = "agent.tool_result"
+	AgentCustomToolUse = "agent.custom_tool_use"
+	AgentError         = "agent.error"
+	AgentStatusRunning = "session.status_running"
+	AgentStatusIdle    = "session.status_idle"
+)
+
+// EventAgentEvent is the type an agent event is stored under when its own
+// type is neither an Agent* type nor another "agent." type (kept in the
+// payload), so that an executor cannot write the server's event types.
+const EventAgentEvent = "agent.event"

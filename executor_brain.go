@@ -13,14 +13,6 @@ import (
 // each turn's credentials through TurnCredentials and asks the engine
 // through BrainTurns whether a turn is still active.
 
-// Agent event types the engine acts on (the rest are only stored).
-const (
-	AgentMessage       = "agent.message"
-	AgentCustomToolUse = "agent.custom_tool_use"
-	AgentError         = "agent.error"
-	AgentStatusIdle    = "session.status_idle"
-)
-
 // Turn outcomes of session.status_idle.
 const (
 	OutcomeCompleted = "completed"

@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/rawjson"
 )
 
@@ -16,24 +17,8 @@ import (
 // it, and fuzz tests compare the two), down to how a mistyped or repeated
 // field decodes and how the output is compacted and HTML-escaped.
 
-// block is a content block decoded just far enough to route it; Raw keeps
-// the original bytes so unknown fields travel untouched. blocks sets Raw,
-// Input and Content to slices of the content it decodes, with no spare
-// capacity.
-type block struct {
-	Type      string          `json:"type"`
-	ID        *string         `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   json.RawMessage `json:"content,omitempty"`
-	IsError   bool            `json:"is_error,omitempty"`
-	Dispatch  string          `json:"dispatch,omitempty"`
-	Raw       json.RawMessage `json:"-"`
-}
-
-// The fields of block that a key can feed, the string ones (ID included)
-// first.
+// The fields of baton.Block that a key can feed, the string ones (ID
+// included) first.
 const (
 	fieldType = iota
 	fieldID
@@ -166,15 +151,17 @@ type pending struct {
 }
 
 // blocks decodes content as a block array; a string or anything else is
-// not an array and yields ok=false. JSON null is an empty array.
-func blocks(content json.RawMessage) ([]block, bool) {
+// not an array and yields ok=false. JSON null is an empty array. It sets
+// each block's Raw, Input and Content to slices of content, with no spare
+// capacity.
+func blocks(content json.RawMessage) ([]baton.Block, bool) {
 	i := rawjson.SkipSpace(content, 0)
 	if i == len(content) || content[i] != '[' && content[i] != 'n' || !rawjson.Valid(content) {
 		return nil, false
 	}
 	n := 0
 	_ = rawjson.EachElement(content, func([]byte) { n++ }) // null has none
-	out := make([]block, n)
+	out := make([]baton.Block, n)
 	var stack [8]pending
 	pend := stack[:0]
 	if n > len(stack) {
@@ -192,7 +179,7 @@ func blocks(content json.RawMessage) ([]block, bool) {
 // setStrings sets the string fields of bs from what decodeBlock left in
 // pend: a well-known value as a constant, the others decoded into one
 // buffer made into one string that they share.
-func setStrings(bs []block, pend []pending) {
+func setStrings(bs []baton.Block, pend []pending) {
 	var buf [512]byte
 	text := buf[:0]
 	ids := 0
@@ -240,7 +227,7 @@ func setStrings(bs []block, pend []pending) {
 			b.ToolUseID = str(fieldToolUseID)
 		}
 		if p.str[fieldDispatch] != nil {
-			b.Dispatch = str(fieldDispatch)
+			b.Dispatch = baton.Dispatch(str(fieldDispatch))
 		}
 		switch p.id {
 		case idString:
@@ -254,11 +241,11 @@ func setStrings(bs []block, pend []pending) {
 }
 
 // decodeBlock decodes elem (valid JSON) into b as encoding/json would
-// unmarshal it into a zero block, except that string fields are left in p.
+// unmarshal it into a zero baton.Block, except that string fields are left in p.
 // A value of the wrong JSON type leaves its field as it was (but makes ID
 // point to ""), null leaves a field as it was but sets ID to nil, and of
 // repeated keys the last wins.
-func decodeBlock(elem []byte, b *block, p *pending) {
+func decodeBlock(elem []byte, b *baton.Block, p *pending) {
 	b.Raw = elem
 	if elem[0] != '{' {
 		return // not an object: a typeless block
@@ -317,20 +304,20 @@ func knownType(raw []byte) string {
 }
 
 // knownDispatch is knownType for dispatch tags.
-func knownDispatch(raw []byte) string {
+func knownDispatch(raw []byte) baton.Dispatch {
 	switch string(raw) {
 	case `"client"`:
-		return dispatchClient
+		return baton.DispatchClient
 	case `"mcp"`:
-		return dispatchMCP
+		return baton.DispatchMCP
 	case `"sandbox"`:
-		return dispatchSandbox
+		return baton.DispatchSandbox
 	case `"subagent"`:
-		return dispatchSubagent
+		return baton.DispatchSubagent
 	case `"executor"`:
-		return dispatchExecutor
+		return baton.DispatchExecutor
 	case `"registered"`:
-		return dispatchRegistered
+		return baton.DispatchRegistered
 	}
 	return ""
 }
@@ -426,7 +413,7 @@ func setKey(obj json.RawMessage, key string, value any) json.RawMessage {
 // is json.Marshal's encoding of the blocks as json.RawMessages (compacted,
 // HTML escaped), nil when f returned invalid JSON, and content itself when
 // it holds no tool_use block or is not an array.
-func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.RawMessage {
+func mapToolUses(content json.RawMessage, f func(b baton.Block) json.RawMessage) json.RawMessage {
 	bs, ok := blocks(content)
 	if !ok {
 		return content
@@ -434,7 +421,7 @@ func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.
 	changed := false
 	size := 2
 	for i := range bs {
-		if bs[i].Type == "tool_use" {
+		if bs[i].Type == baton.BlockToolUse {
 			bs[i].Raw = f(bs[i])
 			changed = true
 		}
@@ -452,7 +439,7 @@ func mapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.
 		switch {
 		case b.Raw == nil:
 			out = append(out, "null"...)
-		case b.Type == "tool_use" && !rawjson.Valid(b.Raw):
+		case b.Type == baton.BlockToolUse && !rawjson.Valid(b.Raw):
 			return nil
 		default:
 			out = rawjson.AppendCompact(out, b.Raw, true)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/baton-engine/baton"
 )
 
 // The encoding/json implementations that blocks.go replaced, kept as the
@@ -22,14 +24,14 @@ func strictUnmarshal(b []byte, v any) error {
 }
 
 // refBlocks is blocks as encoding/json decodes it.
-func refBlocks(content json.RawMessage) ([]block, bool) {
+func refBlocks(content json.RawMessage) ([]baton.Block, bool) {
 	var raws []json.RawMessage
 	if err := strictUnmarshal(content, &raws); err != nil {
 		return nil, false
 	}
-	out := make([]block, 0, len(raws))
+	out := make([]baton.Block, 0, len(raws))
 	for _, r := range raws {
-		var b block
+		var b baton.Block
 		_ = json.Unmarshal(r, &b) // non-objects stay typeless and are carried as Raw
 		b.Raw = r
 		out = append(out, b)
@@ -57,7 +59,7 @@ func refSetKey(obj json.RawMessage, key string, value any) json.RawMessage {
 }
 
 // refMapToolUses is mapToolUses through json.Marshal.
-func refMapToolUses(content json.RawMessage, f func(b block) json.RawMessage) json.RawMessage {
+func refMapToolUses(content json.RawMessage, f func(b baton.Block) json.RawMessage) json.RawMessage {
 	bs, ok := refBlocks(content)
 	if !ok {
 		return content

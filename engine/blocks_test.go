@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-engine/baton"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -51,20 +52,20 @@ func TestBlocksEdgeCases(t *testing.T) {
 	str := func(s string) *string { return &s }
 	tests := []struct {
 		in   string
-		want []block
+		want []baton.Block
 		ok   bool
 	}{
 		{`"hi"`, nil, false},
 		{`{}`, nil, false},
 		{`[1,]`, nil, false},
-		{`null`, []block{}, true},
-		{` [ ] `, []block{}, true},
-		{`[ 1 , {"a":1} ]`, []block{{Raw: json.RawMessage(`1`)}, {Raw: json.RawMessage(`{"a":1}`)}}, true},
-		{`[{"id":5,"type":"tool_use","type":null,"TYPE":3}]`, []block{{Type: "tool_use", ID: str(""), Raw: json.RawMessage(`{"id":5,"type":"tool_use","type":null,"TYPE":3}`)}}, true},
-		{`[{"id":"a","id":null}]`, []block{{Raw: json.RawMessage(`{"id":"a","id":null}`)}}, true},
-		{`[{"id":"a","id":[1]}]`, []block{{ID: str("a"), Raw: json.RawMessage(`{"id":"a","id":[1]}`)}}, true},
-		{`[{"Is_Error":true,"is_error":"x","input":null,"diſpatch":"mcp"}]`, []block{{IsError: true, Input: json.RawMessage(`null`), Dispatch: "mcp", Raw: json.RawMessage(`{"Is_Error":true,"is_error":"x","input":null,"diſpatch":"mcp"}`)}}, true},
-		{`[{"n\u0061me":"\ud83d!","input" : { "a" : 1 } }]`, []block{{Name: "\ufffd!", Input: json.RawMessage(`{ "a" : 1 }`), Raw: json.RawMessage(`{"n\u0061me":"\ud83d!","input" : { "a" : 1 } }`)}}, true},
+		{`null`, []baton.Block{}, true},
+		{` [ ] `, []baton.Block{}, true},
+		{`[ 1 , {"a":1} ]`, []baton.Block{{Raw: json.RawMessage(`1`)}, {Raw: json.RawMessage(`{"a":1}`)}}, true},
+		{`[{"id":5,"type":"tool_use","type":null,"TYPE":3}]`, []baton.Block{{Type: "tool_use", ID: str(""), Raw: json.RawMessage(`{"id":5,"type":"tool_use","type":null,"TYPE":3}`)}}, true},
+		{`[{"id":"a","id":null}]`, []baton.Block{{Raw: json.RawMessage(`{"id":"a","id":null}`)}}, true},
+		{`[{"id":"a","id":[1]}]`, []baton.Block{{ID: str("a"), Raw: json.RawMessage(`{"id":"a","id":[1]}`)}}, true},
+		{`[{"Is_Error":true,"is_error":"x","input":null,"diſpatch":"mcp"}]`, []baton.Block{{IsError: true, Input: json.RawMessage(`null`), Dispatch: "mcp", Raw: json.RawMessage(`{"Is_Error":true,"is_error":"x","input":null,"diſpatch":"mcp"}`)}}, true},
+		{`[{"n\u0061me":"\ud83d!","input" : { "a" : 1 } }]`, []baton.Block{{Name: "\ufffd!", Input: json.RawMessage(`{ "a" : 1 }`), Raw: json.RawMessage(`{"n\u0061me":"\ud83d!","input" : { "a" : 1 } }`)}}, true},
 	}
 	for _, tt := range tests {
 		got, ok := blocks(json.RawMessage(tt.in))
@@ -119,9 +120,9 @@ func FuzzBlocks(f *testing.F) {
 
 // rewriter returns the f of a mapToolUses call, chosen by mode; it records
 // the blocks it was given in seen.
-func rewriter(mode uint8, extra []byte, seen *[]block) func(b block) json.RawMessage {
+func rewriter(mode uint8, extra []byte, seen *[]baton.Block) func(b baton.Block) json.RawMessage {
 	i := 0
-	return func(b block) json.RawMessage {
+	return func(b baton.Block) json.RawMessage {
 		*seen = append(*seen, b)
 		i++
 		switch mode % 7 {
@@ -148,7 +149,7 @@ func rewriter(mode uint8, extra []byte, seen *[]block) func(b block) json.RawMes
 
 func checkMapToolUses(t *testing.T, content []byte, mode uint8, extra []byte) {
 	t.Helper()
-	var seen, refSeen []block
+	var seen, refSeen []baton.Block
 	got := mapToolUses(content, rewriter(mode, extra, &seen))
 	want := refMapToolUses(content, rewriter(mode, extra, &refSeen))
 	if string(got) != string(want) || (got == nil) != (want == nil) {
@@ -261,8 +262,8 @@ func FuzzConcatContent(f *testing.F) {
 // benchImpl is one implementation of the functions benchmarked here.
 type benchImpl struct {
 	name        string
-	blocks      func(json.RawMessage) ([]block, bool)
-	mapToolUses func(json.RawMessage, func(block) json.RawMessage) json.RawMessage
+	blocks      func(json.RawMessage) ([]baton.Block, bool)
+	mapToolUses func(json.RawMessage, func(baton.Block) json.RawMessage) json.RawMessage
 	setKey      func(json.RawMessage, string, any) json.RawMessage
 }
 
@@ -303,9 +304,9 @@ func BenchmarkMapToolUses(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s", c.name, impl.name), func(b *testing.B) {
 				b.ReportAllocs()
 				content := json.RawMessage(c.content)
-				f := func(bl block) json.RawMessage { return impl.setKey(bl.Raw, c.key, c.value) }
+				f := func(bl baton.Block) json.RawMessage { return impl.setKey(bl.Raw, c.key, c.value) }
 				if c.key == "" {
-					f = func(bl block) json.RawMessage {
+					f = func(bl baton.Block) json.RawMessage {
 						return impl.setKey(impl.setKey(bl.Raw, "dispatch", nil), "caller", nil)
 					}
 				}

@@ -284,10 +284,10 @@ func (bs *brainSession) startLocked(c *brainCall) {
 // or, without any tool_result, plain input that gives those uses up.
 func (c *brainCall) answer(t *brainTurn) error {
 	bs, ok := blocks(c.msg.Content)
-	var results []block
+	var results []baton.Block
 	var extras []json.RawMessage
 	for _, b := range bs {
-		if b.Type == "tool_result" {
+		if b.Type == baton.BlockToolResult {
 			results = append(results, b)
 		} else {
 			extras = append(extras, b.Raw)

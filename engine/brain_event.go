@@ -24,8 +24,8 @@ var (
 // agent.event (its payload keeps the executor's type), so that an
 // executor cannot write the server's own event types.
 var agentTypes = []string{
-	"agent.message", "agent.thinking", "agent.tool_use", "agent.tool_result", "agent.custom_tool_use",
-	"agent.error", "session.status_running", "session.status_idle",
+	baton.AgentMessage, baton.AgentThinking, baton.AgentToolUse, baton.AgentToolResult, baton.AgentCustomToolUse,
+	baton.AgentError, baton.AgentStatusRunning, baton.AgentStatusIdle,
 }
 
 // storedType is the event type an agent event is stored under.
@@ -38,7 +38,7 @@ func storedType(typ string) string {
 	if strings.HasPrefix(typ, "agent.") {
 		return typ
 	}
-	return "agent.event"
+	return baton.EventAgentEvent
 }
 
 // agentPayload returns the type an agent event is stored under and its

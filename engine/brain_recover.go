@@ -22,7 +22,7 @@ type interactionRestorer interface {
 }
 
 // recoverTypes are the event types a brain session is rebuilt from.
-var recoverTypes = append(append([]string{}, agentTypes...), "agent.event", baton.EventClientMessage, baton.EventSessionError,
+var recoverTypes = append(append([]string{}, agentTypes...), baton.EventAgentEvent, baton.EventClientMessage, baton.EventSessionError,
 	baton.EventInteractionRequest, baton.EventInteractionResponse, baton.EventInteractionCancel)
 
 // openInteraction is an interaction.request not yet answered in the log.

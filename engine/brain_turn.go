@@ -79,10 +79,10 @@ func (e *Engine) recordOwn(bs *brainSession, c *brainCall) error {
 	sub := e.hub.Subscribe(bs.id, baton.SubTurn)
 	own := []*baton.Event{messageEvent(bs.id, c.actor, baton.EventClientMessage, c.msg)}
 	for _, r := range c.reply {
-		var b block
+		var b baton.Block
 		_ = json.Unmarshal(r, &b)
 		own = append(own, baton.NewEvent(bs.id, c.actor, baton.EventToolResult, map[string]any{
-			"tool_use_id": b.ToolUseID, "dispatch": dispatchClient, "content": b.Content,
+			"tool_use_id": b.ToolUseID, "dispatch": baton.DispatchClient, "content": b.Content,
 		}))
 	}
 	ids := map[string]bool{}
@@ -119,7 +119,7 @@ func (e *Engine) deliverResults(bs *brainSession, c *brainCall) {
 		}
 	}
 	for _, raw := range c.reply {
-		var b block
+		var b baton.Block
 		_ = json.Unmarshal(raw, &b)
 		content := b.Content
 		if len(content) == 0 {
@@ -282,7 +282,7 @@ func (bs *brainSession) pauseLocked(e *Engine, t *brainTurn) []ending {
 	for i, c := range calls {
 		content := append([]json.RawMessage(nil), c.content...)
 		for _, u := range all {
-			content = append(content, mustJSON(map[string]any{"type": "tool_use", "id": u.ID, "name": u.Name, "input": u.Input, "dispatch": dispatchClient}))
+			content = append(content, mustJSON(map[string]any{"type": baton.BlockToolUse, "id": u.ID, "name": u.Name, "input": u.Input, "dispatch": baton.DispatchClient}))
 		}
 		ends[i] = ending{c, &baton.TurnResult{Message: baton.Message{Role: "assistant", Content: mustJSON(content)}, Events: c.events}}
 	}

@@ -8,9 +8,6 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// dispatchRegistered marks calls served by a registered session client.
-const dispatchRegistered = "registered"
-
 // registeredPrefix starts every model-visible registered tool name:
 // client__{name}__{tool}.
 const registeredPrefix = "client__"
@@ -129,7 +126,7 @@ func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.Raw
 	evs := []*baton.Event{
 		baton.NewEvent(id, actor, baton.EventClientToolResult, p),
 		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-			"tool_use_id": u.ID, "dispatch": dispatchRegistered, "is_error": isErr, "content": content,
+			"tool_use_id": u.ID, "dispatch": baton.DispatchRegistered, "is_error": isErr, "content": content,
 		}),
 	}
 	if reason != "" {

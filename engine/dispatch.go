@@ -11,15 +11,15 @@ import (
 // dispatch runs one server-side tool call and returns its tool_result
 // block. Tool failures are results, never turn errors; only a failure to
 // persist events stops the turn.
-func (tc *turnCtx) dispatch(kind string, u toolUse, ts *toolset) (json.RawMessage, error) {
+func (tc *turnCtx) dispatch(kind baton.Dispatch, u toolUse, ts *toolset) (json.RawMessage, error) {
 	switch kind {
-	case dispatchRegistered:
+	case baton.DispatchRegistered:
 		return tc.dispatchRegisteredCall(u, ts.registered[u.Name])
-	case dispatchSandbox:
+	case baton.DispatchSandbox:
 		return tc.dispatchSandbox(u)
-	case dispatchSubagent:
+	case baton.DispatchSubagent:
 		return tc.dispatchSubagent(u, ts)
-	case dispatchExecutor:
+	case baton.DispatchExecutor:
 		return tc.dispatchExecutor(u, ts.executor[u.Name])
 	default:
 		return tc.dispatchMCP(u, ts)
@@ -62,8 +62,8 @@ func (tc *turnCtx) dispatchSandbox(u toolUse) (json.RawMessage, error) {
 		res, err := tc.e.execSandbox(tc.t.ctx, sb.id, command)
 		if err != nil {
 			resp = map[string]any{"sandbox_id": sb.id, "ok": false, "error": err.Error()}
-			extra = baton.NewEvent(id, actor, "session.sandbox.error", map[string]any{
-				"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+			extra = baton.NewEvent(id, actor, baton.EventSandboxError, map[string]any{
+				"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": runsRemote, "unsandboxed": false,
 			})
 			content = textContent("sandbox error: " + err.Error())
 		} else {
@@ -77,7 +77,7 @@ func (tc *turnCtx) dispatchSandbox(u toolUse) (json.RawMessage, error) {
 		evs = append(evs, extra)
 	}
 	evs = append(evs, baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-		"tool_use_id": u.ID, "dispatch": dispatchSandbox, "is_error": isErr, "content": content,
+		"tool_use_id": u.ID, "dispatch": baton.DispatchSandbox, "is_error": isErr, "content": content,
 	}))
 	return toolResult(u.ID, content, isErr), tc.emit(evs...)
 }

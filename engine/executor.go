@@ -11,10 +11,6 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// dispatchExecutor marks calls served by the executors of an environment
-// the profile lists in executor_environments (bma.executor.v1.1).
-const dispatchExecutor = "executor"
-
 // progressEvery is the least time between two stored progress reports of
 // one executor call; reports in between are dropped (tool.progress is
 // lossy anyway).
@@ -112,7 +108,7 @@ func (tc *turnCtx) dispatchExecutor(u toolUse, target execTarget) (json.RawMessa
 	tc.hold(
 		baton.NewEvent(id, actor, baton.EventExecutorToolResult, p),
 		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-			"tool_use_id": u.ID, "dispatch": dispatchExecutor, "is_error": isErr, "content": content,
+			"tool_use_id": u.ID, "dispatch": baton.DispatchExecutor, "is_error": isErr, "content": content,
 		}),
 	)
 	return toolResult(u.ID, content, isErr), nil

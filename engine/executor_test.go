@@ -67,7 +67,7 @@ func TestWithExecutors(t *testing.T) {
 	if diff := cmp.Diff(want, ts.executor, cmp.AllowUnexported(execTarget{})); diff != "" {
 		t.Fatalf("routes (-want +got):\n%s", diff)
 	}
-	for name, kind := range map[string]string{"lookup": dispatchExecutor, "get_time": dispatchClient, "search": dispatchMCP, "fetch": dispatchExecutor} {
+	for name, kind := range map[string]baton.Dispatch{"lookup": baton.DispatchExecutor, "get_time": baton.DispatchClient, "search": baton.DispatchMCP, "fetch": baton.DispatchExecutor} {
 		if got := ts.classify(name); got != kind {
 			t.Errorf("classify(%s) = %s, want %s", name, got, kind)
 		}

@@ -127,7 +127,7 @@ func (tc *turnCtx) brainTools(s *baton.Session, prof *baton.Profile) *toolset {
 }
 
 // offers reports which dispatcher serves name in ts, if any.
-func (ts *toolset) offers(name string) (string, bool) {
+func (ts *toolset) offers(name string) (baton.Dispatch, bool) {
 	_, exec := ts.executor[name]
 	if !ts.sandbox[name] && ts.mcp[name] == "" && !exec {
 		return "", false
@@ -213,7 +213,7 @@ func (e *Engine) CallSessionTool(ctx context.Context, sessionID, actor, name str
 	}
 	u := toolUse{ID: baton.NewID("toolu_"), Name: name, Input: input}
 	p := map[string]any{"id": u.ID, "name": name, "input": input, "dispatch": kind}
-	if kind == dispatchMCP {
+	if kind == baton.DispatchMCP {
 		p["server_name"] = ts.mcp[name]
 	}
 	tc.hold(baton.NewEvent(sessionID, actor, baton.EventToolCall, p)) // committed with the dispatcher's first event

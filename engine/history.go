@@ -21,7 +21,7 @@ func toolUses(content json.RawMessage) []toolUse {
 	bs, _ := blocks(content)
 	var out []toolUse
 	for _, b := range bs {
-		if b.Type != "tool_use" || b.Name == "" {
+		if b.Type != baton.BlockToolUse || b.Name == "" {
 			continue
 		}
 		tu := toolUse{Name: b.Name, Input: b.Input}
@@ -43,7 +43,7 @@ func toolResult(id string, content json.RawMessage, isError bool) json.RawMessag
 		ToolUseID string          `json:"tool_use_id"`
 		Content   json.RawMessage `json:"content"`
 		IsError   bool            `json:"is_error"`
-	}{"tool_result", id, content, isError})
+	}{baton.BlockToolResult, id, content, isError})
 	return b
 }
 
@@ -59,7 +59,7 @@ func stripDispatch(content json.RawMessage) json.RawMessage {
 	if !bytes.Contains(content, []byte(`"dispatch"`)) && !bytes.Contains(content, []byte(`"caller"`)) {
 		return content // nothing to strip: skip decoding every block
 	}
-	return mapToolUses(content, func(b block) json.RawMessage {
+	return mapToolUses(content, func(b baton.Block) json.RawMessage {
 		return setKey(setKey(b.Raw, "dispatch", nil), "caller", nil)
 	})
 }
@@ -109,11 +109,11 @@ func rebuild(events []*baton.Event) transcript {
 		case baton.EventToolResult:
 			var p struct {
 				ToolUseID string          `json:"tool_use_id"`
-				Dispatch  string          `json:"dispatch"`
+				Dispatch  baton.Dispatch  `json:"dispatch"`
 				IsError   bool            `json:"is_error"`
 				Content   json.RawMessage `json:"content"`
 			}
-			if json.Unmarshal(ev.Payload, &p) != nil || p.Dispatch == dispatchClient {
+			if json.Unmarshal(ev.Payload, &p) != nil || p.Dispatch == baton.DispatchClient {
 				continue
 			}
 			results = append(results, toolResult(p.ToolUseID, p.Content, p.IsError))
@@ -180,7 +180,7 @@ func userResults(results []json.RawMessage) baton.Message {
 func hasDispatch(content json.RawMessage) bool {
 	bs, _ := blocks(content)
 	for _, b := range bs {
-		if b.Type == "tool_use" && b.Dispatch != "" {
+		if b.Type == baton.BlockToolUse && b.Dispatch != "" {
 			return true
 		}
 	}

@@ -88,7 +88,7 @@ func (tc *turnCtx) dispatchMCP(u toolUse, ts *toolset) (json.RawMessage, error) 
 			}),
 			baton.NewEvent(id, actor, baton.EventMCPResponse, map[string]any{"server_name": nil, "ok": false, "error": msg}),
 			baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-				"tool_use_id": u.ID, "dispatch": dispatchMCP, "server_name": nil, "is_error": true, "content": content,
+				"tool_use_id": u.ID, "dispatch": baton.DispatchMCP, "server_name": nil, "is_error": true, "content": content,
 			}),
 		)
 		return toolResult(u.ID, content, true), err
@@ -122,7 +122,7 @@ func (tc *turnCtx) dispatchMCP(u toolUse, ts *toolset) (json.RawMessage, error) 
 	err = tc.emit(
 		baton.NewEvent(id, actor, baton.EventMCPResponse, resp),
 		baton.NewEvent(id, actor, baton.EventToolResult, map[string]any{
-			"tool_use_id": u.ID, "dispatch": dispatchMCP, "server_name": server, "is_error": isErr, "content": content,
+			"tool_use_id": u.ID, "dispatch": baton.DispatchMCP, "server_name": server, "is_error": isErr, "content": content,
 		}),
 	)
 	return toolResult(u.ID, content, isErr), err

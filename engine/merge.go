@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/internal/rawjson"
 	"github.com/baton-engine/baton/internal/serde"
 )
@@ -40,7 +41,7 @@ func voluntary(content json.RawMessage) bool {
 	case '[':
 		bs, _ := blocks(content)
 		for _, b := range bs {
-			if b.Type == "tool_result" {
+			if b.Type == baton.BlockToolResult {
 				return false
 			}
 		}
@@ -54,7 +55,7 @@ func voluntary(content json.RawMessage) bool {
 func abandon(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	server := make(map[string]bool, len(p.serverResults))
 	for _, r := range p.serverResults {
-		var b block
+		var b baton.Block
 		_ = json.Unmarshal(r, &b)
 		server[b.ToolUseID] = true
 	}
@@ -72,7 +73,7 @@ func abandon(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	case '[':
 		bs, _ := blocks(content)
 		for _, b := range bs {
-			if b.Type == "tool_result" {
+			if b.Type == baton.BlockToolResult {
 				return nil, mergeError("timed-out replacement message must not contain tool_result blocks")
 			}
 			out = append(out, b.Raw)
@@ -101,7 +102,7 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	server := make(map[string]json.RawMessage, len(p.serverResults))
 	var ids []string // server's, then the client's, in order
 	for _, r := range p.serverResults {
-		var b block
+		var b baton.Block
 		_ = json.Unmarshal(r, &b)
 		if _, dup := server[b.ToolUseID]; dup {
 			return nil, mergeError("server produced a duplicate tool_result for id " + serde.Quote(b.ToolUseID))
@@ -113,7 +114,7 @@ func strictMerge(p *parked, content json.RawMessage) (json.RawMessage, error) {
 	var extras []json.RawMessage
 	bs, _ := blocks(content) // a non-array is treated as empty
 	for _, b := range bs {
-		if b.Type != "tool_result" {
+		if b.Type != baton.BlockToolResult {
 			extras = append(extras, b.Raw)
 			continue
 		}

@@ -9,6 +9,17 @@ import (
 	"github.com/baton-engine/baton"
 )
 
+// runsAt is the "dispatch" field of session.sandbox.* and
+// session.subagent.* events: whether the server runs the sandbox or
+// subagent, or a client runs it and reports it. It is not a tool call's
+// baton.Dispatch.
+type runsAt string
+
+const (
+	runsRemote runsAt = "remote"
+	runsLocal  runsAt = "local"
+)
+
 // remoteSandbox is a session's running remote sandbox.
 type remoteSandbox struct {
 	id    string
@@ -65,22 +76,22 @@ func (e *Engine) StartRemoteSandbox(ctx context.Context, key *baton.Key, params 
 	a.mu.Unlock()
 
 	actor := key.ClientID
-	_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, "session.sandbox.start", map[string]any{"image": image, "dispatch": "remote"}))
+	_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, baton.EventSandboxStart, map[string]any{"image": image, "dispatch": runsRemote}))
 	id, err := e.startSandbox(ctx, s.ID, image)
 	if err != nil {
 		a.mu.Lock()
 		a.sandbox = nil
 		a.mu.Unlock()
-		_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, "session.sandbox.error", map[string]any{
-			"image": image, "phase": "start", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		_ = e.store.Append(ctx, baton.NewEvent(s.ID, actor, baton.EventSandboxError, map[string]any{
+			"image": image, "phase": "start", "detail": err.Error(), "dispatch": runsRemote, "unsandboxed": false,
 		}))
 		return nil, baton.Errorf(baton.ECodeSandboxStart, "sandbox_start_failed: %s", err)
 	}
 	a.mu.Lock()
 	a.sandbox = &remoteSandbox{id: id, image: image}
 	a.mu.Unlock()
-	ev := baton.NewEvent(s.ID, actor, "session.sandbox.running", map[string]any{
-		"image": image, "sandbox_id": id, "dispatch": "remote", "unsandboxed": false,
+	ev := baton.NewEvent(s.ID, actor, baton.EventSandboxRunning, map[string]any{
+		"image": image, "sandbox_id": id, "dispatch": runsRemote, "unsandboxed": false,
 	})
 	var startedAt any
 	if e.store.Append(ctx, ev) == nil {
@@ -127,16 +138,16 @@ func (e *Engine) StopRemoteSandbox(ctx context.Context, key *baton.Key) (any, er
 // subagents running in sb end first (as failed, exit code -1), so the
 // driver's stop cannot leave one without an end.
 func (e *Engine) stopSandbox(ctx context.Context, sessionID, actor string, sb *remoteSandbox, reason string) error {
-	base := map[string]any{"image": sb.image, "sandbox_id": sb.id, "reason": reason, "dispatch": "remote"}
-	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stop", base))
+	base := map[string]any{"image": sb.image, "sandbox_id": sb.id, "reason": reason, "dispatch": runsRemote}
+	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, baton.EventSandboxStop, base))
 	e.subs.sandboxStopped(sessionID, sb.id)
 	err := errNoDriver
 	if e.sandboxes != nil {
 		err = e.sandboxes.Stop(ctx, sb.id)
 	}
 	if err != nil {
-		_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.error", map[string]any{
-			"image": sb.image, "sandbox_id": sb.id, "phase": "stop", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, baton.EventSandboxError, map[string]any{
+			"image": sb.image, "sandbox_id": sb.id, "phase": "stop", "detail": err.Error(), "dispatch": runsRemote, "unsandboxed": false,
 		}))
 		return err
 	}
@@ -144,7 +155,7 @@ func (e *Engine) stopSandbox(ctx context.Context, sessionID, actor string, sb *r
 	for k, v := range base {
 		stopped[k] = v
 	}
-	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, "session.sandbox.stopped", stopped))
+	_ = e.store.Append(ctx, baton.NewEvent(sessionID, actor, baton.EventSandboxStopped, stopped))
 	return nil
 }
 
@@ -172,8 +183,8 @@ func (e *Engine) ExecRemoteSandbox(ctx context.Context, key *baton.Key, params j
 	}
 	res, err := e.execSandbox(ctx, sb.id, command)
 	if err != nil {
-		_ = e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.sandbox.error", map[string]any{
-			"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": "remote", "unsandboxed": false,
+		_ = e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, baton.EventSandboxError, map[string]any{
+			"image": sb.image, "sandbox_id": sb.id, "phase": "exec", "detail": err.Error(), "dispatch": runsRemote, "unsandboxed": false,
 		}))
 		return nil, baton.Errorf(baton.ECodeSessionFailed, "sandbox exec failed: %s", err)
 	}
@@ -205,7 +216,9 @@ func (e *Engine) ReportLocalSandbox(ctx context.Context, key *baton.Key, params 
 	m := map[string]json.RawMessage{}
 	_ = json.Unmarshal(params, &m)
 	var state string
-	if json.Unmarshal(m["state"], &state) != nil || (state != "running" && state != "stopped" && state != "error") {
+	_ = json.Unmarshal(m["state"], &state)
+	typ := localSandboxEvent(state)
+	if typ == "" {
 		return invalid(`"state" must be "running", "stopped", or "error"`)
 	}
 	unsandboxed := false
@@ -229,8 +242,8 @@ func (e *Engine) ReportLocalSandbox(ctx context.Context, key *baton.Key, params 
 		}
 		img = s
 	}
-	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.sandbox."+state, map[string]any{
-		"dispatch": "local", "image": img, "unsandboxed": unsandboxed,
+	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, typ, map[string]any{
+		"dispatch": runsLocal, "image": img, "unsandboxed": unsandboxed,
 		"container_id": rawOrNull(m["container_id"]), "detail": rawOrNull(m["detail"]),
 	}))
 }
@@ -243,9 +256,9 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 	m := map[string]json.RawMessage{}
 	_ = json.Unmarshal(params, &m)
 	var state string
-	switch _ = json.Unmarshal(m["state"], &state); state {
-	case "start", "running", "completed", "failed", "cancelled":
-	default:
+	_ = json.Unmarshal(m["state"], &state)
+	typ := localSubagentEvent(state)
+	if typ == "" {
 		return invalid(`"state" must be "start", "running", "completed", "failed", or "cancelled"`)
 	}
 	fields := map[string]string{}
@@ -273,7 +286,7 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 		exit = n
 	}
 	p := map[string]any{
-		"dispatch": "local", "subagent_id": fields["subagent_id"], "harness": fields["harness"],
+		"dispatch": runsLocal, "subagent_id": fields["subagent_id"], "harness": fields["harness"],
 		"model": fields["model"], "detail": rawOrNull(m["detail"]),
 	}
 	switch state {
@@ -284,7 +297,39 @@ func (e *Engine) ReportLocalSubagent(ctx context.Context, key *baton.Key, params
 	case "cancelled":
 		p["reason"] = rawOrNull(m["reason"])
 	}
-	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, "session.subagent."+state, p))
+	return e.store.Append(ctx, baton.NewEvent(key.Name, key.ClientID, typ, p))
+}
+
+// localSandboxEvent is the event type of a local sandbox's reported
+// state, or "" for a state a client may not report.
+func localSandboxEvent(state string) string {
+	switch state {
+	case "running":
+		return baton.EventSandboxRunning
+	case "stopped":
+		return baton.EventSandboxStopped
+	case "error":
+		return baton.EventSandboxError
+	}
+	return ""
+}
+
+// localSubagentEvent is the event type of a local subagent's reported
+// state, or "" for a state a client may not report.
+func localSubagentEvent(state string) string {
+	switch state {
+	case "start":
+		return baton.EventSubagentStart
+	case "running":
+		return baton.EventSubagentRunning
+	case "completed":
+		return baton.EventSubagentCompleted
+	case "failed":
+		return baton.EventSubagentFailed
+	case "cancelled":
+		return baton.EventSubagentCancelled
+	}
+	return ""
 }
 
 // CancelSubagent cancels a running remote subagent of the session

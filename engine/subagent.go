@@ -36,15 +36,6 @@ const (
 	agentCancelled = "cancelled"
 )
 
-// Subagent lifecycle event types.
-const (
-	eventAgentStart     = "session.subagent.start"
-	eventAgentRunning   = "session.subagent.running"
-	eventAgentCompleted = "session.subagent.completed"
-	eventAgentFailed    = "session.subagent.failed"
-	eventAgentCancelled = "session.subagent.cancelled"
-)
-
 // statusToolDef is the status tool as the provider sees it (BAE's engine).
 var statusToolDef = json.RawMessage(`{"name":"remote_subagent_status","description":"Check the status of subagents launched with launch_subagent. Pass a subagent_id to query one subagent, or omit it to list all tracked subagents. A subagent that has finished is reported with its captured output exactly once.","input_schema":{"type":"object","properties":{"subagent_id":{"type":"string","description":"The subagent to query. Omit to report every tracked subagent."}},"required":[],"additionalProperties":false}}`)
 
@@ -98,7 +89,7 @@ func (ag *subagent) view() agentView {
 
 // payload is the base of every lifecycle event of ag.
 func (ag *subagent) payload() map[string]any {
-	return map[string]any{"dispatch": "remote", "subagent_id": ag.id, "harness": ag.harness, "model": ag.model, "detail": nil}
+	return map[string]any{"dispatch": runsRemote, "subagent_id": ag.id, "harness": ag.harness, "model": ag.model, "detail": nil}
 }
 
 // agentSet is one session's subagents in launch order.
@@ -330,7 +321,7 @@ func (s *subagents) sandboxStopped(sessionID, sandboxID string) {
 	for _, ag := range set.order {
 		if ag.status == agentRunning && ag.sandbox == sandboxID {
 			code, empty, reason := -1, "", "nonzero_exit"
-			o := &outcome{status: agentFailed, event: eventAgentFailed, reason: &reason, exitCode: &code, stdout: &empty, stderr: &empty}
+			o := &outcome{status: agentFailed, event: baton.EventSubagentFailed, reason: &reason, exitCode: &code, stdout: &empty, stderr: &empty}
 			ag.record(o)
 			ag.unlogged = o
 			ag.cancel(errSandboxStopped)
@@ -384,7 +375,7 @@ func (tc *turnCtx) dispatchSubagent(u toolUse, ts *toolset) (json.RawMessage, er
 	}
 	content := textContent(string(baton.MarshalJSON(out)))
 	err := tc.emit(baton.NewEvent(tc.a.id, tc.t.actor, baton.EventToolResult, map[string]any{
-		"tool_use_id": u.ID, "dispatch": dispatchSubagent, "is_error": isErr, "content": content,
+		"tool_use_id": u.ID, "dispatch": baton.DispatchSubagent, "is_error": isErr, "content": content,
 	}))
 	return toolResult(u.ID, content, isErr), err
 }
@@ -414,7 +405,7 @@ func (tc *turnCtx) launch(u toolUse, decls []baton.SubagentToolDef) (any, bool, 
 		cancel(nil)
 		return fail("%s", msg)
 	}
-	if err := tc.emit(baton.NewEvent(sid, ag.actor, eventAgentStart, ag.payload())); err != nil {
+	if err := tc.emit(baton.NewEvent(sid, ag.actor, baton.EventSubagentStart, ag.payload())); err != nil {
 		e.subs.undo(sid, ag)
 		return nil, false, err
 	}
@@ -427,7 +418,7 @@ func (tc *turnCtx) launch(u toolUse, decls []baton.SubagentToolDef) (any, bool, 
 	}
 	ready := make(chan struct{})
 	go e.runSubagent(ctx, sid, ag, job, ready)
-	err := tc.emit(baton.NewEvent(sid, ag.actor, eventAgentRunning, ag.payload()))
+	err := tc.emit(baton.NewEvent(sid, ag.actor, baton.EventSubagentRunning, ag.payload()))
 	close(ready) // the command starts only once running is logged
 	if err != nil {
 		return nil, false, err
@@ -488,19 +479,19 @@ func agentOutcome(res baton.ExecResult, err, cause error) *outcome {
 	str := func(s string) *string { return &s }
 	switch {
 	case cause == errAgentTimeout:
-		return &outcome{status: agentTimedOut, event: eventAgentFailed, reason: str("timeout")}
+		return &outcome{status: agentTimedOut, event: baton.EventSubagentFailed, reason: str("timeout")}
 	case err == nil:
 		code := res.ExitCode
-		o := &outcome{status: agentCompleted, event: eventAgentCompleted, exitCode: &code,
+		o := &outcome{status: agentCompleted, event: baton.EventSubagentCompleted, exitCode: &code,
 			stdout: &res.Stdout, stderr: &res.Stderr, truncated: res.Truncated}
 		if code != 0 {
-			o.status, o.event, o.reason = agentFailed, eventAgentFailed, str("nonzero_exit")
+			o.status, o.event, o.reason = agentFailed, baton.EventSubagentFailed, str("nonzero_exit")
 		}
 		return o
 	case cause != nil:
 		return nil
 	default:
-		return &outcome{status: agentFailed, event: eventAgentFailed, reason: str("spawn_failed"), detail: str(err.Error())}
+		return &outcome{status: agentFailed, event: baton.EventSubagentFailed, reason: str("spawn_failed"), detail: str(err.Error())}
 	}
 }
 
@@ -511,7 +502,7 @@ func (e *Engine) logEnd(sessionID string, ag *subagent, o *outcome) {
 		p["detail"] = *o.detail
 	}
 	p["exit_code"] = o.exitCode
-	if o.event == eventAgentFailed {
+	if o.event == baton.EventSubagentFailed {
 		p["reason"] = *o.reason
 	}
 	if err := e.store.Append(e.ctx, baton.NewEvent(sessionID, ag.actor, o.event, p)); err != nil {
@@ -530,7 +521,7 @@ func (e *Engine) cancelSubagent(sessionID, actor, id string) (any, error) {
 	if wasRunning {
 		p := ag.payload()
 		p["reason"] = "explicit"
-		if err := e.store.Append(e.ctx, baton.NewEvent(sessionID, actor, eventAgentCancelled, p)); err != nil {
+		if err := e.store.Append(e.ctx, baton.NewEvent(sessionID, actor, baton.EventSubagentCancelled, p)); err != nil {
 			e.log.Error("log subagent cancel", "session_id", sessionID, "subagent_id", id, "err", err)
 		}
 	}
@@ -549,7 +540,7 @@ func (e *Engine) endSubagents(ctx context.Context, sessionID, actor string) {
 	for i, ag := range running {
 		p := ag.payload()
 		p["reason"] = "session_close"
-		evs[i] = baton.NewEvent(sessionID, actor, eventAgentCancelled, p)
+		evs[i] = baton.NewEvent(sessionID, actor, baton.EventSubagentCancelled, p)
 	}
 	if err := e.store.Append(ctx, evs...); err != nil {
 		e.log.Error("log subagent cancels at close", "session_id", sessionID, "err", err)

@@ -57,20 +57,20 @@ func toolsFor(s *baton.Session, acting string) *toolset {
 
 // classify routes a tool name; the first match wins, and anything unknown
 // goes to MCP, which answers with an error result when nobody serves it.
-func (ts *toolset) classify(name string) string {
+func (ts *toolset) classify(name string) baton.Dispatch {
 	switch {
 	case ts.client[name]:
-		return dispatchClient
+		return baton.DispatchClient
 	case ts.sandbox[name]:
-		return dispatchSandbox
+		return baton.DispatchSandbox
 	case ts.subagent[name] || name == reservedToolName:
-		return dispatchSubagent
+		return baton.DispatchSubagent
 	}
 	if _, ok := ts.registered[name]; ok {
-		return dispatchRegistered
+		return baton.DispatchRegistered
 	}
 	if _, ok := ts.executor[name]; ok {
-		return dispatchExecutor
+		return baton.DispatchExecutor
 	}
-	return dispatchMCP
+	return baton.DispatchMCP
 }

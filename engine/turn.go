@@ -9,14 +9,6 @@ import (
 	"github.com/baton-engine/baton/internal/rawjson"
 )
 
-// Dispatch tags: where a tool call is executed.
-const (
-	dispatchClient   = "client"
-	dispatchSandbox  = "sandbox"
-	dispatchSubagent = "subagent"
-	dispatchMCP      = "mcp"
-)
-
 // unavailableText is the assistant reply of a turn whose providers failed.
 const unavailableText = "The provider is currently unavailable."
 
@@ -244,18 +236,18 @@ func (tc *turnCtx) run() (*baton.TurnResult, *parked) {
 	serverIDs := map[string]bool{}
 	if t.resume != nil {
 		for _, r := range t.resume.serverResults {
-			var b block
+			var b baton.Block
 			_ = json.Unmarshal(r, &b)
 			serverIDs[b.ToolUseID] = true
 		}
 	}
 	if bs, ok := blocks(content); ok {
 		for _, b := range bs {
-			if b.Type == "tool_result" && !serverIDs[b.ToolUseID] {
+			if b.Type == baton.BlockToolResult && !serverIDs[b.ToolUseID] {
 				// The block's members as sent, whatever their type; null
 				// when absent (as BAE).
 				own = append(own, baton.NewEvent(id, t.actor, baton.EventToolResult, map[string]any{
-					"tool_use_id": rawOrNull(rawjson.Member(b.Raw, "tool_use_id")), "dispatch": dispatchClient,
+					"tool_use_id": rawOrNull(rawjson.Member(b.Raw, "tool_use_id")), "dispatch": baton.DispatchClient,
 					"content": rawOrNull(rawjson.Member(b.Raw, "content")),
 				}))
 			}
@@ -330,13 +322,13 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 			tc.clean = true
 			return &baton.TurnResult{Message: msg, Events: tc.events}, nil
 		}
-		kinds := make([]string, len(uses))
+		kinds := make([]baton.Dispatch, len(uses))
 		calls := make([]*baton.Event, len(uses))
 		paused := false
 		for i, u := range uses {
 			kinds[i] = tools.classify(u.Name)
 			p := map[string]any{"id": u.ID, "name": u.Name, "input": u.Input, "dispatch": kinds[i]}
-			if kinds[i] == dispatchMCP {
+			if kinds[i] == baton.DispatchMCP {
 				if srv := tools.mcp[u.Name]; srv != "" {
 					p["server_name"] = srv
 				} else {
@@ -344,7 +336,7 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 				}
 			}
 			calls[i] = baton.NewEvent(id, t.actor, baton.EventToolCall, p)
-			paused = paused || kinds[i] == dispatchClient
+			paused = paused || kinds[i] == baton.DispatchClient
 		}
 		tc.hold(calls...) // committed with the first result or the paused reply
 		results, err := tc.dispatchAll(uses, kinds, tools)
@@ -375,12 +367,12 @@ func (tc *turnCtx) loop(prof *baton.Profile, cv *convo, base *toolset) (*baton.T
 // dispatchAll runs the server-side calls of one assistant message
 // concurrently, across dispatchers, and returns their results in tool_use
 // order.
-func (tc *turnCtx) dispatchAll(uses []toolUse, kinds []string, ts *toolset) ([]json.RawMessage, error) {
+func (tc *turnCtx) dispatchAll(uses []toolUse, kinds []baton.Dispatch, ts *toolset) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(uses))
 	errs := make([]error, len(uses))
 	var wg sync.WaitGroup
 	for i, u := range uses {
-		if kinds[i] == dispatchClient {
+		if kinds[i] == baton.DispatchClient {
 			continue
 		}
 		wg.Add(1)
@@ -395,7 +387,7 @@ func (tc *turnCtx) dispatchAll(uses []toolUse, kinds []string, ts *toolset) ([]j
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		if kinds[i] != dispatchClient {
+		if kinds[i] != baton.DispatchClient {
 			results = append(results, out[i])
 		}
 	}
@@ -403,14 +395,14 @@ func (tc *turnCtx) dispatchAll(uses []toolUse, kinds []string, ts *toolset) ([]j
 }
 
 // tagDispatch adds each tool_use block's dispatch tag to content.
-func tagDispatch(content json.RawMessage, uses []toolUse, kinds []string) json.RawMessage {
-	byID := make(map[string]string, len(uses))
+func tagDispatch(content json.RawMessage, uses []toolUse, kinds []baton.Dispatch) json.RawMessage {
+	byID := make(map[string]baton.Dispatch, len(uses))
 	for i, u := range uses {
 		byID[u.ID] = kinds[i]
 	}
 	i := 0
-	return mapToolUses(content, func(b block) json.RawMessage {
-		kind := dispatchMCP
+	return mapToolUses(content, func(b baton.Block) json.RawMessage {
+		kind := baton.DispatchMCP
 		if b.ID != nil {
 			if k, ok := byID[*b.ID]; ok {
 				kind = k
@@ -419,6 +411,6 @@ func tagDispatch(content json.RawMessage, uses []toolUse, kinds []string) json.R
 			kind = kinds[i]
 		}
 		i++
-		return setKey(b.Raw, "dispatch", kind)
+		return setKey(b.Raw, "dispatch", string(kind))
 	})
 }

@@ -299,7 +299,7 @@ func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult
 	content := r.Content
 	var s string
 	if json.Unmarshal(content, &s) == nil {
-		content, _ = json.Marshal([]textBlock{{Type: "text", Text: s}})
+		content, _ = json.Marshal([]baton.TextBlock{{Type: baton.BlockText, Text: s}})
 	}
 	if len(content) == 0 {
 		content = json.RawMessage(`[]`)
@@ -332,9 +332,4 @@ func (h *Hub) CustomToolResult(sessionID, toolUseID string, r baton.ClientResult
 func overUse(a *agentSession, toolUseID string) bool {
 	turn, ok := a.useTurn[toolUseID]
 	return ok && turn == ""
-}
-
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/client/executor"
 )
 
@@ -270,13 +271,13 @@ func emitReply(t *executor.Turn, reply []json.RawMessage) ([]modelToolUse, error
 			return nil, fmt.Errorf("model reply: %w", err)
 		}
 		switch blk.Type {
-		case "text":
+		case baton.BlockText:
 			text = append(text, raw)
 		case "thinking":
 			if _, err := t.Emit(executor.ThinkingEvent(blk.Thinking)); err != nil {
 				return nil, err
 			}
-		case "tool_use":
+		case baton.BlockToolUse:
 			uses = append(uses, blk.modelToolUse)
 		}
 	}
@@ -312,7 +313,7 @@ func (b *Brain) runTools(ctx context.Context, t *executor.Turn, uses []modelTool
 			ToolUseID string          `json:"tool_use_id"`
 			Content   json.RawMessage `json:"content"`
 			IsError   bool            `json:"is_error,omitempty"`
-		}{"tool_result", u.ID, res.Content, res.IsError}))
+		}{baton.BlockToolResult, u.ID, res.Content, res.IsError}))
 	}
 	return results, stop
 }
@@ -452,11 +453,8 @@ func contentBlocks(raw json.RawMessage) []json.RawMessage {
 func BlocksText(raw json.RawMessage) string {
 	var parts []string
 	for _, blk := range contentBlocks(raw) {
-		var b struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(blk, &b) == nil && b.Type == "text" {
+		var b baton.TextBlock
+		if json.Unmarshal(blk, &b) == nil && b.Type == baton.BlockText {
 			parts = append(parts, b.Text)
 		}
 	}

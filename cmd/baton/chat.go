@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/client"
 )
 
@@ -142,7 +143,7 @@ func (c *cli) chat(ctx context.Context, url, key, join string, quiet bool) error
 				streamed.WriteString(ev.Delta)
 				return
 			}
-			if ev.Type == "provider.response" {
+			if ev.Type == baton.EventProviderResp {
 				called = true
 			}
 			if !quiet {
