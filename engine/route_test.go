@@ -142,7 +142,7 @@ func TestToolRouting(t *testing.T) {
 			continue
 		}
 		got[p.Name] = p.Dispatch
-		if p.Dispatch == dispatchMCP {
+		if p.Dispatch == string(baton.DispatchMCP) {
 			server := "<nil>"
 			if p.Server != nil {
 				server = *p.Server
