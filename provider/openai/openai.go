@@ -160,7 +160,7 @@ func readPlain(resp *http.Response, onDelta func(string)) (*baton.ProviderRespon
 		return nil, err
 	}
 	if onDelta != nil {
-		var blocks []textBlock
+		var blocks []baton.TextBlock
 		_ = json.Unmarshal(content, &blocks)
 		for _, b := range blocks {
 			if b.Type == "text" && b.Text != "" {

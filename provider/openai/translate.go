@@ -263,12 +263,8 @@ func translateTools(tools []json.RawMessage) []Tool {
 	return out
 }
 
-// textBlock and toolUse are the canonical blocks a reply translates to.
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
+// toolUse is the canonical tool_use block a reply translates to (text
+// becomes baton.TextBlock).
 type toolUse struct {
 	Type  string          `json:"type"`
 	ID    json.RawMessage `json:"id"`
@@ -307,7 +303,7 @@ func translateResponse(status int, body []byte) (json.RawMessage, *baton.Usage, 
 
 	var blocks []any
 	if text := str(msg.Content); text != "" {
-		blocks = append(blocks, textBlock{Type: "text", Text: text})
+		blocks = append(blocks, baton.TextBlock{Type: baton.BlockText, Text: text})
 	}
 	var calls []struct {
 		ID       json.RawMessage `json:"id"`

@@ -89,11 +89,6 @@ type reply struct {
 	words  int
 }
 
-type textBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 type toolUse struct {
 	Type  string          `json:"type"`
 	ID    string          `json:"id"`
@@ -185,7 +180,7 @@ func (m *Model) respond(r *reply, turn int, text string, tools []string) {
 }
 
 func (r *reply) text(s string) {
-	r.blocks = append(r.blocks, textBlock{Type: "text", Text: s})
+	r.blocks = append(r.blocks, baton.TextBlock{Type: baton.BlockText, Text: s})
 	r.words += words(s)
 }
 
@@ -228,7 +223,7 @@ func (r *reply) response(entry *baton.ProviderEntry, req *baton.ProviderRequest)
 	body = splice(body, content)
 	if req.OnDelta != nil {
 		for _, b := range r.blocks {
-			if t, ok := b.(textBlock); ok {
+			if t, ok := b.(baton.TextBlock); ok {
 				for _, c := range chunks(t.Text) {
 					req.OnDelta(c)
 				}
@@ -478,7 +473,7 @@ func encodeBlocks(blocks []any) ([]byte, error) {
 	}
 	n := 2
 	for _, b := range blocks {
-		if t, ok := b.(textBlock); ok {
+		if t, ok := b.(baton.TextBlock); ok {
 			n += 32 + len(t.Text) + len(t.Text)/8
 		} else {
 			n += 256
@@ -490,7 +485,7 @@ func encodeBlocks(blocks []any) ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		t, ok := b.(textBlock)
+		t, ok := b.(baton.TextBlock)
 		if !ok {
 			one, err := encode(b)
 			if err != nil {

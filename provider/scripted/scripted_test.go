@@ -395,8 +395,8 @@ func FuzzEncodeBlocks(f *testing.F) {
 	f.Add("", "")
 	f.Fuzz(func(t *testing.T, text, name string) {
 		for _, blocks := range [][]any{
-			{textBlock{Type: "text", Text: text}},
-			{textBlock{Type: "text", Text: text}, toolUse{Type: "tool_use", ID: "toolu_1", Name: name, Input: json.RawMessage(`{}`)}, textBlock{Type: "text", Text: name}},
+			{baton.TextBlock{Type: "text", Text: text}},
+			{baton.TextBlock{Type: "text", Text: text}, toolUse{Type: "tool_use", ID: "toolu_1", Name: name, Input: json.RawMessage(`{}`)}, baton.TextBlock{Type: "text", Text: name}},
 			nil,
 		} {
 			got, err := encodeBlocks(blocks)
