@@ -18,8 +18,11 @@
 //   - A group with nothing left in it is "already gone": the cancel
 //     returns os.ErrProcessDone, so Wait reports the command's own exit
 //     status rather than the context's error.
-//   - Once the command has ended, Run and Wait send SIGKILL to what is
-//     left of its group: nothing a command started outlives it.
+//   - Once a cancelled command has ended, Run and Wait send SIGKILL to
+//     what is left of its group: nothing a cancelled command started
+//     outlives it. What a command that ended on its own left running in
+//     the background keeps running; a caller whose commands must not
+//     leave anything behind calls Kill.
 //
 // Elsewhere (no process groups) a cancel kills the command alone, as
 // exec.CommandContext does by default.
@@ -30,6 +33,7 @@
 package proc
 
 import (
+	"context"
 	"os/exec"
 	"runtime"
 	"time"
@@ -51,12 +55,15 @@ func Group(cmd *exec.Cmd, grace time.Duration) {
 	group(cmd)
 }
 
-// Run is cmd.Run on a locked thread, followed by Kill.
-func Run(cmd *exec.Cmd) error {
+// Run is cmd.Run on a locked thread; when ctx, the context cmd was made
+// with, has ended, it is followed by Kill.
+func Run(ctx context.Context, cmd *exec.Cmd) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	err := cmd.Run()
-	Kill(cmd)
+	if ctx.Err() != nil {
+		Kill(cmd)
+	}
 	return err
 }
 
@@ -71,12 +78,15 @@ func Start(cmd *exec.Cmd) error {
 	return nil
 }
 
-// Wait is cmd.Wait followed by Kill, for a command begun with Start; it
-// unlocks the thread Start locked.
-func Wait(cmd *exec.Cmd) error {
+// Wait is cmd.Wait for a command begun with Start, followed by Kill when
+// ctx, the context cmd was made with, has ended; it unlocks the thread
+// Start locked.
+func Wait(ctx context.Context, cmd *exec.Cmd) error {
 	defer runtime.UnlockOSThread()
 	err := cmd.Wait()
-	Kill(cmd)
+	if ctx.Err() != nil {
+		Kill(cmd)
+	}
 	return err
 }
 

@@ -44,7 +44,7 @@ func runCancelled(t *testing.T, script string, grace time.Duration) (*exec.Cmd, 
 	cmd.Stdout = out
 	Group(cmd, grace)
 	done := make(chan error, 1)
-	go func() { done <- Run(cmd) }()
+	go func() { done <- Run(ctx, cmd) }()
 	select {
 	case <-out.ready:
 	case err := <-done:
@@ -113,24 +113,70 @@ func TestCancelAlreadyGone(t *testing.T) {
 	}
 }
 
-// TestRunKillsLeftovers: what a command left running in its group dies
-// when the command ends on its own. The background sleep inherits the
-// write end of a pipe; the read end sees EOF only once every holder is
-// dead.
-func TestRunKillsLeftovers(t *testing.T) {
+// TestCancelKillsGroupAtEnd: once a cancelled command has ended, what it
+// left in its group dies too, even if it ignored SIGTERM. The background
+// sleep ignores SIGTERM and holds the write end of a pipe; the read end
+// sees EOF only once every holder is dead.
+func TestCancelKillsGroupAtEnd(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.CommandContext(context.Background(), "/bin/sh", "-c", "sleep 300 &")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "(trap '' TERM; exec sleep 300 >/dev/null) & echo ready; wait")
 	cmd.ExtraFiles = []*os.File{w}
-	Group(cmd, 0)
-	err = Run(cmd)
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
+	out := &signalWriter{ready: make(chan struct{})}
+	cmd.Stdout = out
+	Group(cmd, time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cmd) }()
+	<-out.ready
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("Run: nil error for a command ended by SIGTERM")
 	}
+	w.Close()
+	waitEOF(t, r, cmd)
+}
+
+// TestKillEndsLeftovers: what a command that ended on its own left in the
+// background keeps running until Kill ends it.
+func TestKillEndsLeftovers(t *testing.T) {
+	for _, start := range []bool{false, true} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "sleep 300 &")
+		cmd.ExtraFiles = []*os.File{w}
+		Group(cmd, 0)
+		if start {
+			if err := Start(cmd); err != nil {
+				t.Fatal(err)
+			}
+			err = Wait(ctx, cmd)
+		} else {
+			err = Run(ctx, cmd)
+		}
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(-cmd.Process.Pid, 0); err != nil {
+			t.Errorf("the background sleep is gone before Kill: %v", err)
+		}
+		Kill(cmd)
+		waitEOF(t, r, cmd)
+		r.Close()
+	}
+}
+
+// waitEOF reads r to its end, which comes once every process holding its
+// write end is dead.
+func waitEOF(t *testing.T, r *os.File, cmd *exec.Cmd) {
+	t.Helper()
 	eof := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, r)
@@ -141,36 +187,6 @@ func TestRunKillsLeftovers(t *testing.T) {
 		if err != nil {
 			t.Errorf("reading the pipe: %v", err)
 		}
-	case <-time.After(failsafe):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		t.Fatal("the background sleep outlived its command")
-	}
-}
-
-// TestStartWaitKillsLeftovers: Start and Wait end the group as Run does.
-func TestStartWaitKillsLeftovers(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cmd := exec.CommandContext(context.Background(), "/bin/sh", "-c", "sleep 300 &")
-	cmd.ExtraFiles = []*os.File{w}
-	Group(cmd, 0)
-	if err := Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
-	eof := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(io.Discard, r)
-		eof <- err
-	}()
-	select {
-	case <-eof:
 	case <-time.After(failsafe):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		t.Fatal("the background sleep outlived its command")
