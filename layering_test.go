@@ -19,8 +19,8 @@ import (
 var layers = map[string]rule{
 	// The domain and the Go SDK import only the standard library.
 	"":                             stdOnly(),
-	"client":                       stdOnly(),
-	"client/executor":              may("executor/proto"), // the SDK: never a server package
+	"client":                       stdOnly("internal/proc"),
+	"client/executor":              may("executor/proto", "internal/proc"), // the SDK: never a server package
 	"client/executor/executortest": may("client/executor"),
 	"examples/harness":             may("client"),
 	"examples/laptop":              may("client"),
@@ -30,19 +30,20 @@ var layers = map[string]rule{
 	"internal/rawjson":         stdOnly(""),
 	"internal/serde":           stdOnly("internal/rawjson"),
 	"internal/supervisor":      stdOnly(),
+	"internal/proc":            stdOnly(), // std-only, so the SDK may use it
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),
 	"executor/proto":           stdOnly(),
-	"filearea":                 may("", "executor/proto"),
+	"filearea":                 stdOnly(""),
 	"provider":                 stdOnly(""),
 	"provider/sse":             stdOnly(),
 
 	// Adapters: the domain and the leaves, never each other, with the
 	// edges docs/architecture.md names.
 	"hub":                 may(""),
-	"auth":                may("", "filearea"),
-	"store":               may("", "filearea"),
+	"auth":                may("", "filearea").notLinking(websocket),
+	"store":               may("", "filearea").notLinking(websocket),
 	"config":              may(""),
 	"mcp":                 may(""),
 	"mcp/mcptest":         may(),
@@ -53,7 +54,7 @@ var layers = map[string]rule{
 	"provider/scripted":   may("", "provider", "internal/rawjson"),
 	"httpapi":             may("", "wire", "internal/httpx", "filearea"),
 	"adminapi":            may("", "wire", "internal/httpx", "internal/rawjson"),
-	"executor":            may("", "executor/proto", "executor/peer", "internal/httpx"),
+	"executor":            may("", "executor/proto", "executor/peer", "filearea", "internal/httpx"),
 	"executor/peer":       may("", "executor/proto", "wire"),
 	// gateway: auth.TurnGrant, and the model APIs it serves.
 	"gateway": may("", "auth", "provider", "provider/anthropic", "provider/openai", "internal/httpx", "internal/rawjson"),
@@ -62,7 +63,7 @@ var layers = map[string]rule{
 	"engine": may("", "internal/rawjson", "internal/serde"),
 
 	// What baton executor serves, and the admin API's client.
-	"machine":              may("", "client/executor", "internal/supervisor"),
+	"machine":              may("", "client/executor", "internal/proc", "internal/supervisor"),
 	"adminapi/adminclient": may(""),
 
 	// The one package that wires concrete adapters together.
@@ -71,11 +72,22 @@ var layers = map[string]rule{
 
 // rule is what one package may import: Module lists module packages by
 // path relative to the module root ("" is the root package); Std limits
-// the rest to the standard library; Any lifts every limit.
+// the rest to the standard library; Any lifts every limit. NotLinked
+// names packages it must not depend on even indirectly.
 type rule struct {
-	Module []string
-	Std    bool
-	Any    bool
+	Module    []string
+	Std       bool
+	Any       bool
+	NotLinked []string
+}
+
+// websocket is linked only by what speaks WebSocket; the store and the
+// key checks must not pull it in through a shared leaf.
+const websocket = "github.com/coder/websocket"
+
+func (r rule) notLinking(pkgs ...string) rule {
+	r.NotLinked = append(r.NotLinked, pkgs...)
+	return r
 }
 
 func may(module ...string) rule     { return rule{Module: module} }
@@ -86,7 +98,7 @@ type listedPackage struct {
 	ImportPath string
 	Module     *struct{ Path string }
 	Imports    []string
-	Standard   bool
+	Deps       []string
 }
 
 // TestLayering fails when a package imports what its layer forbids.
@@ -120,6 +132,11 @@ func TestLayering(t *testing.T) {
 			t.Errorf("package %q has no layer: add it to layers and to docs/architecture.md", p.ImportPath)
 			continue
 		}
+		for _, dep := range r.NotLinked {
+			if slices.Contains(p.Deps, dep) {
+				t.Errorf("%s links %s, which its layer forbids even indirectly", p.ImportPath, dep)
+			}
+		}
 		if r.Any {
 			continue
 		}
@@ -145,7 +162,7 @@ func TestLayering(t *testing.T) {
 // listModule returns the module's packages as go list describes them.
 func listModule(t *testing.T, goBin string) []listedPackage {
 	t.Helper()
-	cmd := exec.Command(goBin, "list", "-json=ImportPath,Module,Imports", "./...")
+	cmd := exec.Command(goBin, "list", "-json=ImportPath,Module,Imports,Deps", "./...")
 	cmd.Dir = "."
 	out, err := cmd.Output()
 	if err != nil {

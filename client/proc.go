@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"time"
 	"unicode/utf8"
+
+	"github.com/baton-engine/baton/internal/proc"
 )
 
 // OutputCap is the default bound, in bytes, of each output stream a
@@ -16,8 +17,8 @@ import (
 // output is cut on a UTF-8 boundary.
 const OutputCap = 64 << 10
 
-// proc is one process for runProc to run.
-type proc struct {
+// procSpec is one process for runProc to run.
+type procSpec struct {
 	prog string
 	args []string
 	// stdin is written to the process; nil gives it no input (/dev/null).
@@ -43,16 +44,19 @@ type timeoutError struct{ d time.Duration }
 
 func (e *timeoutError) Error() string { return fmt.Sprintf("command timed out after %s", e.d) }
 
-// waitDelay bounds how long a finished or killed process's output pipes
-// are drained: descendants that still hold them must not hold the caller.
-const waitDelay = 2 * time.Second
+// killGrace is how long a cancelled process has between SIGTERM and
+// SIGKILL, and how long a finished process's output pipes are drained:
+// descendants that still hold them must not hold the caller.
+const killGrace = 2 * time.Second
 
-// runProc runs p in a new process group (on Linux with SIGKILL as its
-// parent-death signal, so that it dies with this process). Cancelling ctx or reaching the
-// timeout kills the whole group; then runProc returns ctx's error or a
-// *timeoutError. A process that cannot start returns that error; a
-// non-zero exit is a result, not an error.
-func runProc(ctx context.Context, p proc) (procOut, error) {
+// runProc runs p as a process group of its own (package internal/proc: on
+// Linux with SIGKILL as its parent-death signal, so that it dies with
+// this process). Cancelling ctx or reaching the timeout sends the group
+// SIGTERM and, killGrace later, SIGKILL; then runProc returns ctx's error
+// or a *timeoutError, and what is left of the group is killed. A process
+// that cannot start returns that error; a non-zero exit is a result, not
+// an error.
+func runProc(ctx context.Context, p procSpec) (procOut, error) {
 	runCtx := ctx
 	if p.timeout > 0 {
 		var cancel context.CancelFunc
@@ -69,14 +73,8 @@ func runProc(ctx context.Context, p proc) (procOut, error) {
 	if p.stdin != nil {
 		cmd.Stdin = bytes.NewReader(p.stdin)
 	}
-	ownGroup(cmd)
-	cmd.WaitDelay = waitDelay
-	// Linux sends the parent-death signal when the thread that started the
-	// child exits: a locked thread does not before it is unlocked, here
-	// once the child has been waited for.
-	runtime.LockOSThread()
-	err := cmd.Run()
-	runtime.UnlockOSThread()
+	proc.Group(cmd, killGrace)
+	err := proc.Run(runCtx, cmd)
 	st := cmd.ProcessState
 	if st == nil {
 		return procOut{}, err // never started

@@ -33,7 +33,7 @@ func TestRunProcKillsGroup(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			_, err := runProc(ctx, proc{prog: "/bin/sh", args: []string{"-c", "sleep 300 > '" + fifo + "' & wait"}, timeout: timeout})
+			_, err := runProc(ctx, procSpec{prog: "/bin/sh", args: []string{"-c", "sleep 300 > '" + fifo + "' & wait"}, timeout: timeout})
 			done <- err
 		}()
 		var r *os.File

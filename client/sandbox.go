@@ -106,7 +106,7 @@ func (s *Session) execLocal(ctx context.Context, engine, image, command string, 
 	if err != nil {
 		return ExecResult{}, err
 	}
-	out, err := runProc(ctx, proc{prog: bx.cli.prog(), args: []string{"exec", id, "sh", "-c", command}, timeout: timeout, max: max})
+	out, err := runProc(ctx, procSpec{prog: bx.cli.prog(), args: []string{"exec", id, "sh", "-c", command}, timeout: timeout, max: max})
 	if err != nil {
 		err = bx.cli.ranErr(err)
 		s.reportSandbox(ctx, SandboxReport{State: "error", Image: image, ContainerID: id, Detail: err.Error()})
@@ -197,7 +197,7 @@ func (e engineCLI) apple() bool { return filepath.Base(e.prog()) == "container" 
 
 // run runs one CLI command to its end.
 func (e engineCLI) run(ctx context.Context, args ...string) (procOut, error) {
-	out, err := runProc(ctx, proc{prog: e.prog(), args: args})
+	out, err := runProc(ctx, procSpec{prog: e.prog(), args: args})
 	if err != nil {
 		return out, e.ranErr(err)
 	}

@@ -238,7 +238,7 @@ func execResult(o procOut) ExecResult {
 // running, then stopped or error, as an unsandboxed local sandbox.
 func (s *Session) execHost(ctx context.Context, command string, timeout time.Duration, max int) (ExecResult, error) {
 	s.reportSandbox(ctx, SandboxReport{State: "running"})
-	out, err := runProc(ctx, proc{prog: "/bin/sh", args: []string{"-c", command}, timeout: timeout, max: max})
+	out, err := runProc(ctx, procSpec{prog: "/bin/sh", args: []string{"-c", command}, timeout: timeout, max: max})
 	if err != nil {
 		s.reportSandbox(ctx, SandboxReport{State: "error", Detail: err.Error()})
 		return ExecResult{}, err

@@ -303,7 +303,7 @@ func TestCutUTF8(t *testing.T) {
 		}
 	}
 	// A stream longer than the cap is cut at OutputCap.
-	out, err := runProc(context.Background(), proc{prog: "/bin/sh", args: []string{"-c", "head -c 100000 /dev/zero"}})
+	out, err := runProc(context.Background(), procSpec{prog: "/bin/sh", args: []string{"-c", "head -c 100000 /dev/zero"}})
 	if err != nil || len(out.stdout) != OutputCap || !out.cutOut || out.cutErr {
 		t.Errorf("default cap: %d bytes, cut %v/%v, %v", len(out.stdout), out.cutOut, out.cutErr, err)
 	}

@@ -396,9 +396,9 @@ func (a *agentSet) run(ctx context.Context, p plan) (procOut, error) {
 		if err != nil {
 			return procOut{}, err
 		}
-		return runProc(ctx, proc{prog: bx.cli.prog(), args: []string{"exec", "-i", id, "sh", "-c", p.command}, stdin: p.stdin})
+		return runProc(ctx, procSpec{prog: bx.cli.prog(), args: []string{"exec", "-i", id, "sh", "-c", p.command}, stdin: p.stdin})
 	}
-	return runProc(ctx, proc{prog: "/bin/sh", args: []string{"-c", p.command}, stdin: p.stdin})
+	return runProc(ctx, procSpec{prog: "/bin/sh", args: []string{"-c", p.command}, stdin: p.stdin})
 }
 
 // status answers local_subagent_status: one subagent or all, in launch

@@ -39,7 +39,7 @@ import (
 // brain's turn.start names it (metadata.workspace_path).
 
 // FileViews mints the views of a session's files that fs.mount hands an
-// executor, each with a token for one binding epoch (*filearea.Minter
+// executor, each with a token for one binding epoch (*Minter
 // implements it).
 type FileViews interface {
 	For(sessionID string, epoch int64) ([]proto.FsView, error)

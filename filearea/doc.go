@@ -1,8 +1,7 @@
 // Package filearea is the domain of session files and artifacts
 // (bma.executor.v1.1, "Files and artifacts"): the rules a file path must
 // follow, the records the store keeps, the limits, the grants of the view
-// tokens that let an executor reach a session's files, and the Minter that
-// builds the views fs.mount sends.
+// tokens that let an executor reach a session's files.
 //
 // # Paths
 //
@@ -22,15 +21,13 @@
 // the file area it shows and whether it is read-only. Each view comes with
 // a token naming the session, the view, its root, the binding epoch, the
 // read-only flag and an expiry, signed by the installation (package auth);
-// the file service trusts nothing else. Minter.Mount sends fs.mount with
-// fresh views for a binding's current epoch: call it after a session is
-// bound to a machine executor that declared capabilities.fs, and again
-// from executor.Hooks.OnResume, since a resume moves the binding to a new
-// epoch. (The executor hub does this itself, with a Minter as its
-// Options.Files, for remote sandboxes and brains.) Epochs, or an EpochSet
-// when a session may be bound to several executors at once, tells the
-// file service which epochs are current.
+// the file service trusts nothing else. The executor side — minting views
+// and sending them with fs.mount for a binding's current epoch — is
+// package executor's (its Minter). Epochs, or an EpochSet when a session
+// may be bound to several executors at once, tells the file service which
+// epochs are current.
 //
-// The package imports only the standard library, the root package and the
-// executor protocol types.
+// The package imports only the standard library and the root package, so
+// the store and the token issuer (package auth) that use its rules link no
+// executor protocol or WebSocket code.
 package filearea

@@ -10,4 +10,11 @@
 // client key (401), then hand over to the session service, whose coded
 // errors go through httpx's one code → status table. Session-key routes
 // parse only their query string before authenticating.
+//
+// In front of every route sit the client port's guards, outermost first:
+// the per-credential rate limit (ratelimit.go), the in-flight byte budget
+// (inflight.go), the minimum Client-Version (version.go) and idempotency
+// receipts (idempotency.go, with the ReceiptSweeper of sweep.go deleting
+// old ones). A guard's refusal takes the shape of the API it refuses: the
+// /v1 error envelope under /v1, an RFC 7807 problem elsewhere (guard.go).
 package httpapi

@@ -68,7 +68,7 @@ type Options struct {
 	Receipts         baton.ReceiptStore
 	RateLimit        float64
 	RateBurst        int
-	MinClientVersion *httpx.Version
+	MinClientVersion *Version
 }
 
 // Server is the client-port HTTP server. Open, URL, Shutdown and Close come
@@ -96,10 +96,10 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	var h http.Handler = s.pathGuard(httpx.Routes(mux))
-	h = httpx.Idempotency(httpx.IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h)
-	h = httpx.ClientVersion(opts.MinClientVersion, h)
+	h = Idempotency(IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h)
+	h = ClientVersion(opts.MinClientVersion, h)
 	h = s.guardInflight(h)
-	h = httpx.NewRateLimiter(httpx.RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
+	h = NewRateLimiter(RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
 	s.handler = httpx.AccessLog(log, h)
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
 	s.Server.SetBodyTimeout(opts.BodyTimeout)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/internal/proc"
+	"github.com/baton-engine/baton/internal/supervisor"
 )
 
 // Bounds of a CLI agent's output.
@@ -101,12 +103,12 @@ func (a *CommandAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, to
 	if err != nil {
 		return err
 	}
-	cmd.WaitDelay = killGrace
-	setGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	proc.Group(cmd, killGrace)
+	supervisor.Wrap(cmd)
+	if err := proc.Start(cmd); err != nil {
 		return fmt.Errorf("agent command: cannot run %s: %w", argv[0], err)
 	}
-	defer killGroup(cmd)
+	defer proc.Kill(cmd) // what it left running too
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(make([]byte, 0, 64<<10), maxAgentLine)
 	var emitErr error
@@ -119,9 +121,9 @@ func (a *CommandAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, to
 	}
 	scanErr := lines.Err()
 	if scanErr != nil {
-		killGroup(cmd) // it cannot be read any further
+		proc.Kill(cmd) // it cannot be read any further
 	}
-	err = cmd.Wait()
+	err = proc.Wait(run, cmd)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -134,7 +136,7 @@ func (a *CommandAgent) runOnce(ctx context.Context, t *executor.Turn, prompt, to
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		msg := fmt.Sprintf("agent command exited with status %d", exitStatus(ee.ProcessState))
+		msg := fmt.Sprintf("agent command exited with status %d", proc.ExitCode(ee.ProcessState))
 		if text, _ := stderr.text(); strings.TrimSpace(text) != "" {
 			msg += ": " + strings.TrimSpace(text)
 		}

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-engine/baton/client/executor"
+	"github.com/baton-engine/baton/internal/proc"
+	"github.com/baton-engine/baton/internal/supervisor"
 )
 
 // killGrace is how long a cancelled child's process group has between
@@ -58,12 +60,10 @@ func runChild(ctx context.Context, c childProc) (childOut, error) {
 	cmd.Dir, cmd.Env = c.dir, c.env
 	cmd.Stdin = bytes.NewReader(c.stdin)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = killGrace
-	setGroup(cmd)
-	err := cmd.Run()
-	if cmd.Process != nil {
-		killGroup(cmd)
-	}
+	proc.Group(cmd, killGrace)
+	supervisor.Wrap(cmd)
+	err := proc.Run(run, cmd)
+	proc.Kill(cmd) // what it left running too
 	out := childOut{exit: -1}
 	out.stdout, out.cutOut = stdout.text()
 	out.stderr, out.cutErr = stderr.text()
@@ -76,7 +76,7 @@ func runChild(ctx context.Context, c childProc) (childOut, error) {
 		}
 		return out, errChildTimeout
 	}
-	out.exit = exitStatus(cmd.ProcessState)
+	out.exit = proc.ExitCode(cmd.ProcessState)
 	return out, nil
 }
 

@@ -8,9 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
+
+	"github.com/baton-engine/baton/internal/proc"
 )
 
 // ProcessHandler runs remote shell commands: the tool.call "process.exec"
@@ -50,11 +51,13 @@ const DefaultMaxOutput = 1 << 20
 var ErrTimeout = errors.New("executor: command timed out")
 
 // Shell is the default ProcessHandler: `sh -c command` in Dir (or in
-// cwd, relative to Dir), in a process group of its own. On cancel or
-// timeout the group gets SIGTERM and, KillGrace later, SIGKILL. On Linux
-// the shell also gets SIGKILL when the executor's process dies (a
-// parent-death signal); what the shell started survives that unless Wrap
-// takes care of it. Each output stream keeps its first MaxOutput bytes.
+// cwd, relative to Dir), in a process group of its own (package
+// internal/proc). On cancel or timeout the group gets SIGTERM and,
+// KillGrace later, SIGKILL for whatever is left of it once the shell has
+// ended. On Linux the shell also gets SIGKILL when the
+// executor's process dies (a parent-death signal); what the shell started
+// survives that unless Wrap takes care of it. Each output stream keeps its
+// first MaxOutput bytes.
 type Shell struct {
 	Dir       string        // work directory; "" is the process's
 	Env       []string      // nil inherits the executor's environment
@@ -103,15 +106,11 @@ func (s *Shell) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	cmd := exec.CommandContext(ctx, "sh", "-c", req.Command)
 	cmd.Dir, cmd.Env = dir, s.Env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = grace
-	ownGroup(cmd)
+	proc.Group(cmd, grace)
 	if s.Wrap != nil {
 		s.Wrap(cmd)
 	}
-	err := run(cmd)
-	if ctx.Err() != nil && cmd.Process != nil {
-		killGroup(cmd) // whatever survived SIGTERM and the grace period
-	}
+	err := proc.Run(ctx, cmd)
 	res := ExecResult{Stdout: stdout.String(), Stderr: stderr.String(), Truncated: stdout.cut || stderr.cut}
 	var ee *exec.ExitError
 	switch {
@@ -125,23 +124,13 @@ func (s *Shell) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		res.ExitCode = -1
 		return res, ctx.Err()
 	case errors.As(err, &ee):
-		res.ExitCode = exitCode(ee)
+		res.ExitCode = proc.ExitCode(ee.ProcessState)
 		return res, nil
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
 		res.ExitCode = -1
 		return res, err
 	}
 	return res, nil
-}
-
-// run runs cmd on a thread locked from its start until it has been
-// waited for: Linux sends a child its parent-death signal when the thread
-// that started it exits, which a locked thread does not do before it is
-// unlocked.
-func run(cmd *exec.Cmd) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return cmd.Run()
 }
 
 // execTool serves tool.call "process.exec" through Config.Process.

@@ -175,7 +175,7 @@ func mountRoundTrip(t *testing.T, ctx context.Context, s *server, sess *client.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	minter := &filearea.Minter{Origin: s.clientURL, Tokens: views}
+	minter := &executor.Minter{Origin: s.clientURL, Tokens: views}
 	mounted, err := minter.Mount(ctx, b)
 	if err != nil {
 		if mode == bexec.MountFUSE && strings.Contains(err.Error(), "mount_failed") {

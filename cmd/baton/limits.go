@@ -8,22 +8,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-engine/baton/internal/httpx"
+	"github.com/baton-engine/baton/httpapi"
 )
 
 // limitConfig is the client port's protection: the per-credential rate
 // limit, the minimum Client-Version, and idempotency receipt retention.
 type limitConfig struct {
-	RateLimit        float64        // BATON_RATE_LIMIT requests/s per credential; 0 = off
-	RateBurst        int            // BATON_RATE_BURST; 0 = ceil(RateLimit)
-	MinClientVersion *httpx.Version // BATON_MIN_CLIENT_VERSION; nil = no check
-	SweepInterval    time.Duration  // BATON_IDEMPOTENCY_SWEEP_INTERVAL
-	Retention        time.Duration  // BATON_IDEMPOTENCY_RETENTION, at least 7 days
+	RateLimit        float64          // BATON_RATE_LIMIT requests/s per credential; 0 = off
+	RateBurst        int              // BATON_RATE_BURST; 0 = ceil(RateLimit)
+	MinClientVersion *httpapi.Version // BATON_MIN_CLIENT_VERSION; nil = no check
+	SweepInterval    time.Duration    // BATON_IDEMPOTENCY_SWEEP_INTERVAL
+	Retention        time.Duration    // BATON_IDEMPOTENCY_RETENTION, at least 7 days
 }
 
 // loadLimits reads the limit settings from the environment.
 func loadLimits(getenv func(string) string) (limitConfig, error) {
-	c := limitConfig{SweepInterval: httpx.DefaultSweepInterval, Retention: httpx.MinRetention}
+	c := limitConfig{SweepInterval: httpapi.DefaultSweepInterval, Retention: httpapi.MinRetention}
 	var errs []error
 	if v := strings.TrimSpace(getenv("BATON_RATE_LIMIT")); v != "" {
 		n, err := strconv.ParseFloat(v, 64)
@@ -40,7 +40,7 @@ func loadLimits(getenv func(string) string) (limitConfig, error) {
 		c.RateBurst = int(n)
 	}
 	if v := strings.TrimSpace(getenv("BATON_MIN_CLIENT_VERSION")); v != "" {
-		ver, err := httpx.ParseVersion(v)
+		ver, err := httpapi.ParseVersion(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("BATON_MIN_CLIENT_VERSION: %w", err))
 		} else {
@@ -50,8 +50,8 @@ func loadLimits(getenv func(string) string) (limitConfig, error) {
 	errs = append(errs,
 		envDuration(getenv, "BATON_IDEMPOTENCY_SWEEP_INTERVAL", &c.SweepInterval),
 		envDuration(getenv, "BATON_IDEMPOTENCY_RETENTION", &c.Retention))
-	if c.Retention < httpx.MinRetention {
-		errs = append(errs, fmt.Errorf("BATON_IDEMPOTENCY_RETENTION: %s is below the minimum of %s (7 days)", c.Retention, httpx.MinRetention))
+	if c.Retention < httpapi.MinRetention {
+		errs = append(errs, fmt.Errorf("BATON_IDEMPOTENCY_RETENTION: %s is below the minimum of %s (7 days)", c.Retention, httpapi.MinRetention))
 	}
 	return c, errors.Join(errs...)
 }

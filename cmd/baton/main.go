@@ -54,7 +54,7 @@ type cli struct {
 
 func main() {
 	sandbox.Reexec()    // a process-driver sandbox jail runs here, never returning
-	supervisor.Reexec() // so does the supervisor of a command (see setGroup)
+	supervisor.Reexec() // so does the supervisor of a command (see runChild)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	c := &cli{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
 	code := c.run(ctx, os.Args[1:])

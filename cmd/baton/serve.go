@@ -24,7 +24,6 @@ import (
 	"github.com/baton-engine/baton/gateway"
 	"github.com/baton-engine/baton/httpapi"
 	"github.com/baton-engine/baton/hub"
-	"github.com/baton-engine/baton/internal/httpx"
 	"github.com/baton-engine/baton/internal/supervisor"
 	"github.com/baton-engine/baton/mcp"
 	"github.com/baton-engine/baton/provider/anthropic"
@@ -215,7 +214,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Registry: registry, RedactedConfig: file.Redacted(),
 		Executors: db, Revoker: revoke,
 	})
-	sweeper := httpx.NewReceiptSweeper(httpx.SweeperOptions{
+	sweeper := httpapi.NewReceiptSweeper(httpapi.SweeperOptions{
 		Receipts: db, Interval: cfg.Limits.SweepInterval, Retention: cfg.Limits.Retention, Logger: log,
 	})
 	if err := sweeper.Open(ctx); err != nil {

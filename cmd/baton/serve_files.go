@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/auth"
+	"github.com/baton-engine/baton/executor"
 	"github.com/baton-engine/baton/executor/proto"
 	"github.com/baton-engine/baton/filearea"
 )
@@ -29,7 +30,7 @@ type viewMinter struct {
 }
 
 func (m viewMinter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
-	return (&filearea.Minter{Origin: m.origin(), Tokens: m.tokens}).For(sessionID, epoch)
+	return (&executor.Minter{Origin: m.origin(), Tokens: m.tokens}).For(sessionID, epoch)
 }
 
 // loadFileConfig reads the file settings from the environment.

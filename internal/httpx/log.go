@@ -45,7 +45,7 @@ func AccessLog(log *slog.Logger, next http.Handler) http.Handler {
 			if v != nil && v != http.ErrAbortHandler {
 				err := fmt.Errorf("panic: %v", v)
 				if !rec.wrote {
-					WriteInternal(rec, r, log, err, internalDetail)
+					WriteInternal(rec, r, log, err, InternalDetail)
 					v = nil // answered: the connection can stay
 				} else {
 					log.LogAttrs(r.Context(), slog.LevelError, "panic after the response started",

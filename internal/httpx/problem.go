@@ -86,9 +86,9 @@ func (e *Rejection) Write(w http.ResponseWriter) {
 	_, _ = w.Write([]byte(e.Text))
 }
 
-// internalDetail is the wire detail of every internal error; the request id
+// InternalDetail is the wire detail of every internal error; the request id
 // is appended.
-const internalDetail = "an internal error occurred"
+const InternalDetail = "an internal error occurred"
 
 // WriteError renders err: a *Rejection as plain text, a baton error with a
 // known code as a problem with the code as its type and the error's message
@@ -102,7 +102,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	code := baton.ErrorCode(err)
 	status, known := Status(code)
 	if code == baton.ECodeInternal || !known {
-		WriteInternal(w, r, log, err, internalDetail)
+		WriteInternal(w, r, log, err, InternalDetail)
 		return
 	}
 	WriteProblem(w, status, code, baton.ErrorMessage(err))

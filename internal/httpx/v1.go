@@ -11,15 +11,15 @@ import (
 
 // The closed /v1 error code set (docs/api.md, registered session clients).
 const (
-	v1Unauthorized       = "unauthorized"
-	v1Forbidden          = "forbidden"
-	v1NotFound           = "not_found"
-	v1InvalidRequest     = "invalid_request"
-	v1Conflict           = "conflict"
-	v1ClientOutdated     = "client_outdated"
-	v1PreconditionFailed = "precondition_failed"
-	v1TooManyRequests    = "too_many_requests"
-	v1Internal           = "internal"
+	V1Unauthorized       = "unauthorized"
+	V1Forbidden          = "forbidden"
+	V1NotFound           = "not_found"
+	V1InvalidRequest     = "invalid_request"
+	V1Conflict           = "conflict"
+	V1ClientOutdated     = "client_outdated"
+	V1PreconditionFailed = "precondition_failed"
+	V1TooManyRequests    = "too_many_requests"
+	V1Internal           = "internal"
 )
 
 // V1Status maps a baton error code to the /v1 error code and HTTP status.
@@ -27,26 +27,26 @@ const (
 func V1Status(code string) (v1code string, status int) {
 	switch code {
 	case baton.ECodeUnauthorized:
-		return v1Unauthorized, http.StatusUnauthorized
+		return V1Unauthorized, http.StatusUnauthorized
 	case baton.ECodeForbidden, baton.ECodeInsufficientScope, baton.ECodeToolNotAllowed, baton.ECodeProfileMismatch:
-		return v1Forbidden, http.StatusForbidden
+		return V1Forbidden, http.StatusForbidden
 	case baton.ECodeNotFound:
-		return v1NotFound, http.StatusNotFound
+		return V1NotFound, http.StatusNotFound
 	case baton.ECodeBadRequest, baton.ECodeInvalidParams, baton.ECodeUnprocessable,
 		baton.ECodeUnsupportedMediaType:
-		return v1InvalidRequest, http.StatusBadRequest
+		return V1InvalidRequest, http.StatusBadRequest
 	case baton.ECodePayloadTooLarge: // the code set stays closed; the status says why
-		return v1InvalidRequest, http.StatusRequestEntityTooLarge
+		return V1InvalidRequest, http.StatusRequestEntityTooLarge
 	case baton.ECodeConflict, baton.ECodeSessionClosed, baton.ECodeNotOpen, baton.ECodeDuplicateName:
-		return v1Conflict, http.StatusConflict
-	case v1ClientOutdated:
-		return v1ClientOutdated, http.StatusUpgradeRequired
-	case v1PreconditionFailed:
-		return v1PreconditionFailed, http.StatusPreconditionFailed
+		return V1Conflict, http.StatusConflict
+	case V1ClientOutdated:
+		return V1ClientOutdated, http.StatusUpgradeRequired
+	case V1PreconditionFailed:
+		return V1PreconditionFailed, http.StatusPreconditionFailed
 	case baton.ECodeTooManyRequests:
-		return v1TooManyRequests, http.StatusTooManyRequests
+		return V1TooManyRequests, http.StatusTooManyRequests
 	}
-	return v1Internal, http.StatusInternalServerError
+	return V1Internal, http.StatusInternalServerError
 }
 
 // v1Body is the /v1 error envelope: {"error":{"code","message"}}.
@@ -59,8 +59,9 @@ type v1Detail struct {
 	Message string `json:"message"`
 }
 
-// writeV1 writes one /v1 error envelope.
-func writeV1(w http.ResponseWriter, status int, code, msg string) {
+// WriteV1 writes one /v1 error envelope with code, one of the closed set
+// above, and msg.
+func WriteV1(w http.ResponseWriter, status int, code, msg string) {
 	_ = WriteJSON(w, status, v1Body{Error: v1Detail{Code: code, Message: msg}})
 }
 
@@ -73,7 +74,7 @@ func WriteV1Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 	}
 	code, status := V1Status(baton.ErrorCode(err))
 	msg := baton.ErrorMessage(err)
-	if code == v1Internal {
+	if code == V1Internal {
 		id := RequestID(r.Context())
 		if id == "" {
 			id = NewRequestID()
@@ -86,5 +87,5 @@ func WriteV1Error(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		msg = "an internal error occurred (request id " + id + ")"
 	}
-	writeV1(w, status, code, msg)
+	WriteV1(w, status, code, msg)
 }

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package executor
+package proc
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"crypto/sha256"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
 )
 
 // DefaultRateKeys bounds how many callers a RateLimiter tracks at once.
@@ -152,7 +153,7 @@ func (l *RateLimiter) Wrap(next http.Handler) http.Handler {
 		}
 		secs := max(1, int64(math.Ceil(wait.Seconds())))
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		guardError{http.StatusTooManyRequests, v1TooManyRequests, baton.ECodeTooManyRequests,
+		guardError{http.StatusTooManyRequests, httpx.V1TooManyRequests, baton.ECodeTooManyRequests,
 			"rate limit exceeded; retry after " + strconv.FormatInt(secs, 10) + " s"}.write(w, r)
 	})
 }
@@ -160,7 +161,7 @@ func (l *RateLimiter) Wrap(next http.Handler) http.Handler {
 // callerKey names whom a request is counted against: its bearer token's
 // digest, else its remote IP.
 func callerKey(r *http.Request) string {
-	if token, err := Bearer(r); err == nil {
+	if token, err := httpx.Bearer(r); err == nil {
 		sum := sha256.Sum256([]byte(token))
 		return "t" + string(sum[:])
 	}

@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
 )
 
 // Idempotency headers.
@@ -37,7 +38,7 @@ var secretFields = map[string]bool{"session_key": true, "key": true}
 // IdempotencyOptions configure Idempotency.
 type IdempotencyOptions struct {
 	Receipts baton.ReceiptStore // nil turns the middleware off
-	MaxBody  int64              // request body limit; <= 0 means DefaultMaxBody
+	MaxBody  int64              // request body limit; <= 0 means httpx.DefaultMaxBody
 	Logger   *slog.Logger       // nil discards
 	// Caller names the authenticated caller of a covered request from its
 	// bearer token — the key id — and gives the request's route: its path
@@ -71,9 +72,9 @@ func Idempotency(opts IdempotencyOptions, next http.Handler) http.Handler {
 	}
 	max := opts.MaxBody
 	if max <= 0 {
-		max = DefaultMaxBody
+		max = httpx.DefaultMaxBody
 	}
-	log := logger(opts.Logger)
+	log := discardNil(opts.Logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vals := r.Header.Values(IdempotencyKeyHeader)
 		if len(vals) == 0 || !idempotent(r.Method, r.URL.Path) {
@@ -82,10 +83,10 @@ func Idempotency(opts IdempotencyOptions, next http.Handler) http.Handler {
 		}
 		key := vals[0]
 		if !ValidIdempotencyKey(key) {
-			badRequest("Idempotency-Key must be 1 to 255 characters of UTF-8 text without control characters").write(w, r)
+			guardBadRequest("Idempotency-Key must be 1 to 255 characters of UTF-8 text without control characters").write(w, r)
 			return
 		}
-		token, err := Bearer(r)
+		token, err := httpx.Bearer(r)
 		if err != nil {
 			next.ServeHTTP(w, r)
 			return
@@ -233,7 +234,7 @@ func canonicalJSON(body []byte) []byte {
 	var v any
 	if err := dec.Decode(&v); err == nil {
 		if _, err := dec.Token(); errors.Is(err, io.EOF) {
-			if out, err := marshal(v); err == nil {
+			if out, err := baton.EncodeJSON(v); err == nil {
 				return append([]byte{'j'}, out...)
 			}
 		}
@@ -260,7 +261,7 @@ func replay(w http.ResponseWriter, r *http.Request, rec *baton.Receipt, fp strin
 }
 
 func conflict(msg string) guardError {
-	return guardError{http.StatusConflict, v1Conflict, idempotencyConflict, msg}
+	return guardError{http.StatusConflict, httpx.V1Conflict, idempotencyConflict, msg}
 }
 
 // execute runs the first request under a key and saves its receipt, or
@@ -275,7 +276,7 @@ func execute(w http.ResponseWriter, r *http.Request, next http.Handler, rs baton
 		}
 		if err := rs.AbandonReceipt(ctx, scope, key); err != nil {
 			log.LogAttrs(ctx, slog.LevelError, "abandon idempotency receipt",
-				slog.String("request_id", RequestID(ctx)), slog.String("error", err.Error()))
+				slog.String("request_id", httpx.RequestID(ctx)), slog.String("error", err.Error()))
 		}
 	}()
 	next.ServeHTTP(cw, r)
@@ -286,7 +287,7 @@ func execute(w http.ResponseWriter, r *http.Request, next http.Handler, rs baton
 	ct := cw.Header().Get("Content-Type")
 	if err := rs.CompleteReceipt(ctx, scope, key, status, ct, redact(cw.body.Bytes())); err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "save idempotency receipt",
-			slog.String("request_id", RequestID(ctx)), slog.String("error", err.Error()))
+			slog.String("request_id", httpx.RequestID(ctx)), slog.String("error", err.Error()))
 		return
 	}
 	saved = true
@@ -324,7 +325,7 @@ func redact(body []byte) []byte {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		n, _ := marshal(name) // a string: cannot fail
+		n, _ := baton.EncodeJSON(name) // a string: cannot fail
 		out = append(out, n...)
 		out = append(out, ':')
 		out = append(out, v...)

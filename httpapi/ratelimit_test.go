@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"net/http"

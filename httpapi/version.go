@@ -1,10 +1,12 @@
-package httpx
+package httpapi
 
 import (
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/baton-engine/baton/internal/httpx"
 )
 
 // ClientVersionHeader is the request header a client states its version in.
@@ -59,7 +61,7 @@ func ClientVersion(min *Version, next http.Handler) http.Handler {
 	if min == nil {
 		return next
 	}
-	outdated := guardError{http.StatusUpgradeRequired, v1ClientOutdated, v1ClientOutdated,
+	outdated := guardError{http.StatusUpgradeRequired, httpx.V1ClientOutdated, httpx.V1ClientOutdated,
 		"Client-Version is below the minimum this server accepts (" + min.String() + ")"}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vals := r.Header.Values(ClientVersionHeader)
@@ -69,7 +71,7 @@ func ClientVersion(min *Version, next http.Handler) http.Handler {
 		}
 		v, err := ParseVersion(strings.TrimSpace(vals[0]))
 		if err != nil {
-			badRequest("Client-Version must be MAJOR.MINOR.PATCH").write(w, r)
+			guardBadRequest("Client-Version must be MAJOR.MINOR.PATCH").write(w, r)
 			return
 		}
 		if v.Less(*min) {

@@ -1,4 +1,4 @@
-package filearea
+package executor
 
 import (
 	"context"
@@ -6,27 +6,28 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton/executor/proto"
+	"github.com/baton-engine/baton/filearea"
 	"github.com/google/go-cmp/cmp"
 )
 
-// fakeTokens renders grants as readable tokens.
-type fakeTokens struct{ issued []ViewGrant }
+// fakeViewTokens renders grants as readable tokens.
+type fakeViewTokens struct{ issued []filearea.ViewGrant }
 
-func (f *fakeTokens) Issue(g ViewGrant) (string, error) {
+func (f *fakeViewTokens) Issue(g filearea.ViewGrant) (string, error) {
 	f.issued = append(f.issued, g)
 	return fmt.Sprintf("tok:%s:%s:%d:%v", g.SessionID, g.View, g.Epoch, g.Readonly), nil
 }
 
-func (f *fakeTokens) Verify(string) (*ViewGrant, error) { panic("not used") }
+func (f *fakeViewTokens) Verify(string) (*filearea.ViewGrant, error) { panic("not used") }
 
-type fakeBinding struct {
+type fakeMountBinding struct {
 	epoch int64
 	sent  [][]proto.FsView
 }
 
-func (b *fakeBinding) SessionID() string { return "ses_1" }
-func (b *fakeBinding) Epoch() int64      { return b.epoch }
-func (b *fakeBinding) Mount(_ context.Context, views []proto.FsView) ([]string, error) {
+func (b *fakeMountBinding) SessionID() string { return "ses_1" }
+func (b *fakeMountBinding) Epoch() int64      { return b.epoch }
+func (b *fakeMountBinding) Mount(_ context.Context, views []proto.FsView) ([]string, error) {
 	b.sent = append(b.sent, views)
 	var names []string
 	for _, v := range views {
@@ -36,9 +37,9 @@ func (b *fakeBinding) Mount(_ context.Context, views []proto.FsView) ([]string, 
 }
 
 func TestMinter(t *testing.T) {
-	tokens := &fakeTokens{}
+	tokens := &fakeViewTokens{}
 	m := &Minter{Origin: "https://baton.example/", Tokens: tokens}
-	b := &fakeBinding{epoch: 3}
+	b := &fakeMountBinding{epoch: 3}
 	mounted, err := m.Mount(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)

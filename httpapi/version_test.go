@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"net/http"
@@ -62,4 +62,22 @@ func TestClientVersion(t *testing.T) {
 	if w.Code != 204 {
 		t.Fatalf("unset minimum checked the header: %d", w.Code)
 	}
+}
+
+// FuzzParseVersion: a parsed version prints as its core and parses back to
+// itself.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"1.2.3", "0.0.0", "1.2.3-rc.1", "1.2.3+abc", "01.2.3", "1.2", "1..3", "18446744073709551616.0.0", "1.2.3.4", "+1.2.3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseVersion(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseVersion(v.String())
+		if err != nil || back != v || v.Less(back) || back.Less(v) {
+			t.Fatalf("ParseVersion(%q) = %v; its String %q parses as %v, %v", s, v, v.String(), back, err)
+		}
+	})
 }

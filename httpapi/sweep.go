@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func NewReceiptSweeper(opts SweeperOptions) *ReceiptSweeper {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &ReceiptSweeper{opts: opts, log: logger(opts.Logger)}
+	return &ReceiptSweeper{opts: opts, log: discardNil(opts.Logger)}
 }
 
 // Open starts the sweep loop; it stops at Close or when ctx ends.

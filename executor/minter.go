@@ -1,4 +1,4 @@
-package filearea
+package executor
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton/executor/proto"
+	"github.com/baton-engine/baton/filearea"
 )
 
 // View names one view of a session's files.
@@ -24,8 +25,7 @@ type View struct {
 // /workspace of each executor session's directory.
 func Workspace() View { return View{Name: "workspace", Path: "/workspace"} }
 
-// Mounter is the part of an executor binding (*executor.Binding) that
-// Minter.Mount uses.
+// Mounter is the part of a binding (*Binding) that Minter.Mount uses.
 type Mounter interface {
 	SessionID() string
 	Epoch() int64
@@ -33,16 +33,18 @@ type Mounter interface {
 }
 
 // Minter builds the views of a session binding: the service URL of each
-// and a token for the binding's epoch.
+// and a token for the binding's epoch. It implements FileViews.
 type Minter struct {
 	// Origin is the client port's public origin, e.g.
 	// "https://baton.example"; service URLs are
 	// Origin + "/v1/fs/{session_id}/{view}".
 	Origin string
-	Tokens ViewTokens
+	Tokens filearea.ViewTokens
 	// Views are minted for every session; nil means just Workspace().
 	Views []View
 }
+
+var _ FileViews = (*Minter)(nil)
 
 // For returns the views of session sessionID for binding epoch epoch,
 // each with a fresh token, at their paths as Views name them (the hub
@@ -55,7 +57,7 @@ func (m *Minter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
 	origin := strings.TrimRight(m.Origin, "/")
 	out := make([]proto.FsView, 0, len(views))
 	for _, v := range views {
-		tok, err := m.Tokens.Issue(ViewGrant{SessionID: sessionID, View: v.Name, Root: v.Root, Epoch: epoch, Readonly: v.Readonly})
+		tok, err := m.Tokens.Issue(filearea.ViewGrant{SessionID: sessionID, View: v.Name, Root: v.Root, Epoch: epoch, Readonly: v.Readonly})
 		if err != nil {
 			return nil, fmt.Errorf("mint view %s: %w", v.Name, err)
 		}
@@ -73,7 +75,11 @@ func (m *Minter) For(sessionID string, epoch int64) ([]proto.FsView, error) {
 // Mount sends fs.mount on b with views of b's session's files minted for
 // b's current epoch and returns the views the executor mounted. Sending it
 // again (after a resume, or before the tokens expire) renews the tokens
-// without remounting.
+// without remounting. Call it after a session is bound to a machine
+// executor that declared capabilities.fs, and again from Hooks.OnResume,
+// since a resume moves the binding to a new epoch; the hub does this
+// itself, with a Minter as its Options.Files, for remote sandboxes and
+// brains.
 func (m *Minter) Mount(ctx context.Context, b Mounter) ([]string, error) {
 	return m.MountArea(ctx, b, b.SessionID())
 }

@@ -1,4 +1,4 @@
-package httpx
+package httpapi
 
 import (
 	"log/slog"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/httpx"
 )
 
 // isV1 reports whether path is under the /v1 API, whose errors use the
@@ -24,31 +25,39 @@ type guardError struct {
 // write renders e in the shape of r's API.
 func (e guardError) write(w http.ResponseWriter, r *http.Request) {
 	if !isV1(r.URL.Path) {
-		WriteProblem(w, e.status, e.apiType, e.message)
+		httpx.WriteProblem(w, e.status, e.apiType, e.message)
 		return
 	}
-	writeV1(w, e.status, e.v1Code, e.message)
+	httpx.WriteV1(w, e.status, e.v1Code, e.message)
 }
 
-// badRequest is a 400 in either shape.
-func badRequest(msg string) guardError {
-	return guardError{http.StatusBadRequest, v1InvalidRequest, baton.ECodeBadRequest, msg}
+// guardBadRequest is a 400 in either shape.
+func guardBadRequest(msg string) guardError {
+	return guardError{http.StatusBadRequest, httpx.V1InvalidRequest, baton.ECodeBadRequest, msg}
 }
 
 // writeGuardInternal answers an unexpected failure of a guard: a generic
 // message with the request id on the wire, the detail in the log.
 func writeGuardInternal(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	if !isV1(r.URL.Path) {
-		WriteInternal(w, r, log, err, internalDetail)
+		httpx.WriteInternal(w, r, log, err, httpx.InternalDetail)
 		return
 	}
-	id := RequestID(r.Context())
+	id := httpx.RequestID(r.Context())
 	if id == "" {
-		id = NewRequestID()
+		id = httpx.NewRequestID()
 	}
-	logger(log).LogAttrs(r.Context(), slog.LevelError, "internal error",
+	discardNil(log).LogAttrs(r.Context(), slog.LevelError, "internal error",
 		slog.String("request_id", id), slog.String("method", r.Method),
 		slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-	guardError{http.StatusInternalServerError, v1Internal, baton.ECodeInternal,
-		internalDetail + " (request id " + id + ")"}.write(w, r)
+	guardError{http.StatusInternalServerError, httpx.V1Internal, baton.ECodeInternal,
+		httpx.InternalDetail + " (request id " + id + ")"}.write(w, r)
+}
+
+// discardNil returns log, or a logger that discards when log is nil.
+func discardNil(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }

@@ -1,7 +1,0 @@
-package client
-
-import "syscall"
-
-// parentDeath has the child killed when the thread that started it exits
-// (see runProc), which includes the death of this process.
-func parentDeath(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

@@ -1,8 +1,0 @@
-//go:build unix && !linux
-
-package client
-
-import "syscall"
-
-// parentDeath does nothing: there is no parent-death signal here.
-func parentDeath(*syscall.SysProcAttr) {}
