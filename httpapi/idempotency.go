@@ -136,10 +136,9 @@ func idempotent(method, path string) bool {
 	if isV1(path) {
 		// A token exchange (POST /v1/…/token) mints a fresh secret each
 		// time: repeating it is harmless and its answer is never stored.
-		// A brain's model gateway and session tools calls are not
-		// replayed either: they are not resources, and model replies are
-		// large.
-		return !strings.HasSuffix(path, "/token") && !strings.HasPrefix(path, "/v1/model/") && !strings.HasSuffix(path, "/mcp")
+		// The routes other packages mount (the model gateway, session
+		// tools) never reach the guard (Server.mountedBypass).
+		return !strings.HasSuffix(path, "/token")
 	}
 	if method != http.MethodPost {
 		return false

@@ -480,7 +480,6 @@ func TestIdempotentRoutes(t *testing.T) {
 		"POST /api/v1/sessions//join", "POST /api/v1/sessions/a/b/join", "DELETE /api/v1/sessions/ses_1",
 		"POST /admin/v1/keys", "POST /v1x",
 		"POST /v1/environments/env_1/token", "POST /v1/machines/mch_1/token", "POST /v1/executors/token",
-		"POST /v1/model/v1/messages", "POST /v1/model/v1/chat/completions", "POST /v1/sessions/ses_1/mcp",
 	} {
 		m, p, _ := strings.Cut(c, " ")
 		got[c] = idempotent(m, p)
@@ -491,10 +490,36 @@ func TestIdempotentRoutes(t *testing.T) {
 		"POST /api/v1/sessions//join": false, "POST /api/v1/sessions/a/b/join": false, "DELETE /api/v1/sessions/ses_1": false,
 		"POST /admin/v1/keys": false, "POST /v1x": false,
 		"POST /v1/environments/env_1/token": false, "POST /v1/machines/mch_1/token": false, "POST /v1/executors/token": false,
-		"POST /v1/model/v1/messages": false, "POST /v1/model/v1/chat/completions": false, "POST /v1/sessions/ses_1/mcp": false,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("coverage (-want +got):\n%s", diff)
+	}
+}
+
+// TestIdempotencyMountedRoutes runs the routes another package mounts (the
+// model gateway and session tools) every time, key or not, while the
+// server's own /v1 routes keep their receipts.
+func TestIdempotencyMountedRoutes(t *testing.T) {
+	mounted := &stubHandler{}
+	receipts := newMemReceipts()
+	srv := New(Options{Auth: &fakeAuth{}, Receipts: receipts, Mount: func(mux *http.ServeMux) {
+		mux.Handle("POST /v1/model/v1/messages", mounted)
+		mux.Handle("POST /v1/model/v1/chat/completions", mounted)
+		mux.Handle("POST /v1/sessions/{id}/mcp", mounted)
+	}})
+	h := srv.Handler()
+	for _, path := range []string{"/v1/model/v1/messages", "/v1/model/v1/chat/completions", "/v1/sessions/ses_1/mcp"} {
+		for range 2 {
+			if w := (idemReq{"POST", path, "k1", "tok", `{}`}).do(h); w.Code != http.StatusCreated {
+				t.Fatalf("POST %s: %d %s", path, w.Code, w.Body)
+			}
+		}
+	}
+	if got := mounted.runs.Load(); got != 6 {
+		t.Errorf("mounted routes ran %d times, want 6 (never replayed)", got)
+	}
+	if n := receipts.len(); n != 0 {
+		t.Errorf("%d receipts saved for mounted routes", n)
 	}
 }
 

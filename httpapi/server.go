@@ -47,7 +47,10 @@ type Options struct {
 	// (the executor hub; nil leaves it unrouted).
 	Executors http.Handler
 	// Mount registers further routes of the client port: the model
-	// gateway and the session tools endpoint (package gateway).
+	// gateway and the session tools endpoint (package gateway). They are
+	// not resources, so idempotency keys do not cover them. Mount is
+	// called twice, on the routing mux and on one that only tells the
+	// mounted routes apart, so it must only register routes.
 	Mount func(*http.ServeMux)
 
 	// Files serves session files (/api/v1/sessions/{id}/files/…) and
@@ -96,7 +99,7 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	var h http.Handler = s.pathGuard(httpx.Routes(mux))
-	h = Idempotency(IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h)
+	h = s.mountedBypass(h, Idempotency(IdempotencyOptions{Receipts: opts.Receipts, MaxBody: opts.MaxBodyBytes, Logger: log, Caller: s.idemCaller}, h))
 	h = ClientVersion(opts.MinClientVersion, h)
 	h = s.guardInflight(h)
 	h = NewRateLimiter(RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
@@ -104,6 +107,24 @@ func New(opts Options) *Server {
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
 	s.Server.SetBodyTimeout(opts.BodyTimeout)
 	return s
+}
+
+// mountedBypass sends requests for Mount's routes to plain and every
+// other one to guarded, so that the idempotency guard needs no list of
+// routes owned by other packages.
+func (s *Server) mountedBypass(plain, guarded http.Handler) http.Handler {
+	if s.opts.Mount == nil {
+		return guarded
+	}
+	mounted := http.NewServeMux()
+	s.opts.Mount(mounted)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mounted.Handler(r); pattern != "" {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
 }
 
 // Handler returns the server's complete handler (access log included), for
