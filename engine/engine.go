@@ -1,12 +1,3 @@
-// Package engine runs Baton's sessions: the lifecycle checks of opening,
-// joining and closing a session, the revocation cascade, and one actor per
-// open session that owns its turn gate, its paused turn and its drivers.
-// A turn belongs to the session, not to the request that started it: it
-// runs on a goroutine the engine owns, and the request only watches.
-//
-// The engine orchestrates through the root package's interfaces only; it
-// never imports an adapter. cmd/baton hands it a store, a hub, providers,
-// a registry and an authenticator.
 package engine
 
 import (
