@@ -30,6 +30,7 @@ var layers = map[string]rule{
 	"internal/rawjson":         stdOnly(""),
 	"internal/serde":           stdOnly("internal/rawjson"),
 	"internal/supervisor":      stdOnly(),
+	"internal/clocktest":       stdOnly(""), // test clocks of baton.Clock
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),

@@ -56,7 +56,7 @@
 //
 // Time:
 //
-//	clock.go         the engine's time source and its helpers: after, withTimeout
+//	clock.go         after and withTimeout on the engine's baton.Clock (Options.Clock)
 //
 // # Lock order
 //
