@@ -30,7 +30,8 @@ var layers = map[string]rule{
 	"internal/rawjson":         stdOnly(""),
 	"internal/serde":           stdOnly("internal/rawjson"),
 	"internal/supervisor":      stdOnly(),
-	"internal/proc":            stdOnly(), // std-only, so the SDK may use it
+	"internal/proc":            stdOnly(),   // std-only, so the SDK may use it
+	"internal/clocktest":       stdOnly(""), // test clocks of baton.Clock
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),

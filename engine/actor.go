@@ -26,7 +26,7 @@ type actor struct {
 	running *turnRun
 	parked  *parked
 	queue   []*turnRun
-	timer   Timer
+	timer   baton.Timer
 	sandbox *remoteSandbox // the session's remote sandbox, if any
 	convo   *convo         // the conversation after the last finished turn; nil = read the log
 	row     *baton.Session // the open session's row, while nothing changed it

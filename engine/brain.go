@@ -70,7 +70,7 @@ type brainSession struct {
 	queue  []*brainCall
 	seen   map[string]bool // event_ids recorded; nil until read from the log
 	actor  string          // the acting client of the latest turn
-	timer  Timer           // the pause's abandonment deadline
+	timer  baton.Timer     // the pause's abandonment deadline
 	loaded bool
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/engine"
 	"github.com/baton-engine/baton/hub"
+	"github.com/baton-engine/baton/internal/clocktest"
 	"github.com/baton-engine/baton/store"
 )
 
@@ -126,7 +127,7 @@ func newBrainRig(t *testing.T, mods ...func(*engine.Options)) *brainRig {
 	if err := db.CreateProfile(r.ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	opts := engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Clock: engine.NowClock(r.clock),
+	opts := engine.Options{Store: db, Hub: feed, Brains: r.b, TurnTimeout: time.Hour, Clock: clocktest.NowFunc(r.clock),
 		Registry: &baton.Registry{Providers: []baton.ProviderEntry{{Name: "script", Provider: baton.ProviderScripted}}}}
 	for _, m := range mods {
 		m(&opts)

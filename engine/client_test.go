@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/engine"
+	"github.com/baton-engine/baton/internal/clocktest"
 	"github.com/baton-engine/baton/store"
 )
 
@@ -31,7 +32,7 @@ func TestClientSweep(t *testing.T) {
 	ctx := context.Background()
 	db, s := storeWithSession(t, store.Options{})
 	clk := &clock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := engine.New(engine.Options{Store: db, Clients: db, ClientSweep: -1, Clock: engine.NowClock(clk.now)})
+	e := engine.New(engine.Options{Store: db, Clients: db, ClientSweep: -1, Clock: clocktest.NowFunc(clk.now)})
 	defer e.Close()
 
 	c, err := e.RegisterClient(ctx, s.ID, "key_1", &baton.ClientRegistration{Name: "tab", TTLSeconds: 5})

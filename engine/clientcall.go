@@ -8,59 +8,6 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// registeredPrefix starts every model-visible registered tool name:
-// client__{name}__{tool}.
-const registeredPrefix = "client__"
-
-// regTarget is where a registered tool name routes.
-type regTarget struct {
-	clientID string
-	tool     string
-}
-
-// RegisteredToolName is the model-visible name of a registered client's
-// tool.
-func RegisteredToolName(client, tool string) string {
-	return registeredPrefix + client + "__" + tool
-}
-
-// withRegistered returns base plus the tools of the session's live
-// registered clients, read now: it is called before every model call, so
-// a client registered during a running turn is seen by the next one.
-func (tc *turnCtx) withRegistered(base *toolset) (*toolset, error) {
-	base = tc.withStatus(base) // remote_subagent_status, while it has something to report
-	if tc.e.clients == nil {
-		return base, nil
-	}
-	live, err := tc.e.Clients(tc.wctx, tc.a.id)
-	if err != nil {
-		tc.e.log.Error("load registered clients", "session_id", tc.a.id, "err", err)
-		return nil, errLoop
-	}
-	if len(live) == 0 {
-		return base, nil
-	}
-	ts := *base
-	ts.defs = append([]json.RawMessage(nil), base.defs...)
-	ts.registered = map[string]regTarget{}
-	for _, c := range live {
-		for _, t := range c.Tools {
-			name := RegisteredToolName(c.Name, t.Name)
-			if ts.client[name] || ts.sandbox[name] || ts.subagent[name] || ts.mcp[name] != "" {
-				continue // a declared tool of that exact name wins
-			}
-			ts.registered[name] = regTarget{clientID: c.ID, tool: t.Name}
-			desc := t.Description
-			ts.defs = append(ts.defs, mustJSON(struct {
-				Name        string          `json:"name"`
-				Description *string         `json:"description"`
-				InputSchema json.RawMessage `json:"input_schema"`
-			}{name, &desc, t.Parameters}))
-		}
-	}
-	return &ts, nil
-}
-
 // dispatchRegisteredCall sends one call to its registered client and waits
 // for the result, the call timeout, the client's end or the turn's cancel.
 func (tc *turnCtx) dispatchRegisteredCall(u toolUse, target regTarget) (json.RawMessage, error) {

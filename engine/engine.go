@@ -1,12 +1,3 @@
-// Package engine runs Baton's sessions: the lifecycle checks of opening,
-// joining and closing a session, the revocation cascade, and one actor per
-// open session that owns its turn gate, its paused turn and its drivers.
-// A turn belongs to the session, not to the request that started it: it
-// runs on a goroutine the engine owns, and the request only watches.
-//
-// The engine orchestrates through the root package's interfaces only; it
-// never imports an adapter. cmd/baton hands it a store, a hub, providers,
-// a registry and an authenticator.
 package engine
 
 import (
@@ -62,8 +53,8 @@ type Options struct {
 	// negative: never, tests call SweepClients).
 	ClientSweep time.Duration
 	// Clock is the time source of every deadline, timeout and wait of the
-	// engine (default: real time).
-	Clock Clock
+	// engine (default baton.RealClock).
+	Clock baton.Clock
 
 	// MaxSubagents caps a session's running remote subagents
 	// (BAE_MAX_SUBAGENTS_PER_SESSION; 0 means the default 8, negative none).
@@ -113,7 +104,7 @@ type Engine struct {
 	retryBase       time.Duration
 	lookupEnv       func(string) (string, bool)
 	log             *slog.Logger
-	clk             Clock
+	clk             baton.Clock
 	now             func() time.Time // clk.Now
 
 	clients     baton.ClientStore
@@ -182,7 +173,7 @@ func New(opts Options) *Engine {
 	}
 	e.brains.init(opts.Brains, e)
 	if e.clk == nil {
-		e.clk = realClock{}
+		e.clk = baton.RealClock{}
 	}
 	e.now = e.clk.Now
 	if e.maxClients <= 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,56 +14,6 @@ import (
 // one executor call; reports in between are dropped (tool.progress is
 // lossy anyway).
 const progressEvery = 250 * time.Millisecond
-
-// execTarget is where an executor tool name routes.
-type execTarget struct {
-	env     string // environment id
-	profile string // the session's profile, sent with session.assign
-}
-
-// withExecutors returns base plus the tools of the live executors of the
-// profile's environments, read now: it runs before every model call, so
-// an executor that connects during a turn is seen by its next call.
-//
-// A name is advertised once. Names the acting client declared (client,
-// sandbox and subagent tools), remote_subagent_status, MCP tools and the
-// client__ prefix of registered clients keep their owners; between
-// environments the first in the profile's order wins, and within one the
-// executor with the smallest id defines the tool.
-func (tc *turnCtx) withExecutors(prof *baton.Profile, base *toolset) *toolset {
-	x := tc.e.executors
-	if x == nil || len(prof.ExecutorEnvironments) == 0 {
-		return base
-	}
-	tools := x.Tools(prof.ExecutorEnvironments)
-	if len(tools) == 0 {
-		return base
-	}
-	ts := *base
-	ts.defs = append(make([]json.RawMessage, 0, len(base.defs)+len(tools)), base.defs...)
-	ts.executor = make(map[string]execTarget, len(tools))
-	for _, t := range tools {
-		n := t.Name
-		if ts.client[n] || ts.sandbox[n] || ts.subagent[n] || n == reservedToolName || ts.mcp[n] != "" ||
-			strings.HasPrefix(n, registeredPrefix) {
-			continue
-		}
-		if _, dup := ts.executor[n]; dup {
-			continue
-		}
-		ts.executor[n] = execTarget{env: t.EnvironmentID, profile: prof.ID}
-		schema := t.InputSchema
-		if len(schema) == 0 || string(schema) == "null" || string(schema) == "{}" {
-			schema = json.RawMessage(`{"type":"object"}`) // what providers require at least
-		}
-		ts.defs = append(ts.defs, mustJSON(struct {
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema"`
-		}{n, t.Description, schema}))
-	}
-	return &ts
-}
 
 // dispatchExecutor runs one call on the session's executor in the tool's
 // environment and returns its tool_result. It never pauses the turn: a

@@ -11,7 +11,7 @@ import (
 	"github.com/baton-engine/baton"
 )
 
-// Provider failover on a FakeClock: the primary "a", then the fallback
+// Provider failover on a clocktest.Clock: the primary "a", then the fallback
 // "b"; retryable failures wait out a backoff on the clock, others move on
 // at once.
 

@@ -12,12 +12,17 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/hub"
+	"github.com/baton-engine/baton/internal/clocktest"
 	"github.com/baton-engine/baton/store"
 )
 
-// The turn gate and a pause's abandonment, driven on a FakeClock: the
+// The turn gate and a pause's abandonment, driven on a clocktest.Clock: the
 // engine runs on a real SQLite store and hub with a provider the test
 // answers call by call.
+
+// guard bounds every wait of a test so that a broken feature fails it
+// instead of hanging; nothing waits for it to pass.
+const guard = 10 * time.Second
 
 // t0 is where the rigs' fake clocks start.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -55,7 +60,7 @@ func isClosed(ch <-chan struct{}) bool {
 // event's time + the turn timeout) is on the fake clock.
 type stampStore struct {
 	baton.Store
-	clk *FakeClock
+	clk *clocktest.Clock
 }
 
 func (s stampStore) stamp(evs ...*baton.Event) {
@@ -147,7 +152,7 @@ type gateRig struct {
 	ctx  context.Context
 	e    *Engine
 	db   *store.DB
-	clk  *FakeClock
+	clk  *clocktest.Clock
 	p    *stepProvider
 	sid  string
 	keys []*baton.Key
@@ -166,7 +171,7 @@ type rigSetup struct {
 func newGateRig(t *testing.T, mods ...func(*rigSetup)) *gateRig {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // runs last
-	r := &gateRig{t: t, ctx: context.Background(), clk: NewFakeClock(t0), p: &stepProvider{calls: make(chan *providerCall, 16)}}
+	r := &gateRig{t: t, ctx: context.Background(), clk: clocktest.New(t0), p: &stepProvider{calls: make(chan *providerCall, 16)}}
 	db, err := store.Open(r.ctx, store.Options{URL: filepath.Join(t.TempDir(), "b.db")})
 	if err != nil {
 		t.Fatal(err)

@@ -101,40 +101,6 @@ func (e *Engine) ModelCall(ctx context.Context, sessionID, actor string, req *ba
 	return nil, baton.Errorf(baton.ECodeUnavailable, "all providers failed (%d attempts)", attempts)
 }
 
-// brainTools is the set of server-side tools the session offers actor's
-// brain: the acting client's Auto-mode sandbox tools while a remote
-// sandbox runs, the profile's MCP tools (connected on first use) and the
-// tools of the executors of its executor_environments, with the
-// precedence of a server turn — the first owner of a name keeps it.
-// Client tools are the brain's own (custom tools); subagent and
-// registered-client tools are not offered.
-func (tc *turnCtx) brainTools(s *baton.Session, prof *baton.Profile) *toolset {
-	ts := &toolset{client: map[string]bool{}, sandbox: map[string]bool{}, subagent: map[string]bool{}}
-	if tc.a.runningSandbox() != nil {
-		for _, t := range s.SandboxTools[tc.t.actor] {
-			if ts.sandbox[t.Name] {
-				continue
-			}
-			ts.sandbox[t.Name] = true
-			schema := t.InputSchema
-			if len(schema) == 0 || string(schema) == "null" {
-				schema = json.RawMessage(`{}`)
-			}
-			ts.defs = append(ts.defs, mustJSON(baton.ToolDef{Name: t.Name, Description: t.Description, InputSchema: schema}))
-		}
-	}
-	return tc.withExecutors(prof, tc.withMCP(prof, ts))
-}
-
-// offers reports which dispatcher serves name in ts, if any.
-func (ts *toolset) offers(name string) (baton.Dispatch, bool) {
-	_, exec := ts.executor[name]
-	if !ts.sandbox[name] && ts.mcp[name] == "" && !exec {
-		return "", false
-	}
-	return ts.classify(name), true
-}
-
 // OffersTools reports whether a brain of the session gets a tools
 // credential: whether its profile names MCP servers or executor
 // environments, or one of its clients declared Auto-mode sandbox tools.

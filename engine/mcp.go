@@ -42,37 +42,6 @@ func (e *Engine) mcpTools(ctx context.Context, sessionID string, prof *baton.Pro
 	return tools
 }
 
-// withMCP adds the session's MCP tools to ts after its client, sandbox and
-// subagent tools. A name already advertised keeps its owner: a declared
-// tool wins over MCP, and between MCP servers the first in the profile's
-// order wins, so no name is sent twice (BAE sends both).
-func (tc *turnCtx) withMCP(prof *baton.Profile, ts *toolset) *toolset {
-	if tc.e.mcp != nil && len(prof.MCPServers) > 0 {
-		_ = tc.emitBehind() // connecting may take a while: what is held goes out first
-	}
-	tools := tc.e.mcpTools(tc.t.ctx, tc.a.id, prof)
-	if len(tools) == 0 {
-		return ts
-	}
-	ts.mcp = map[string]string{}
-	for _, t := range tools {
-		if ts.client[t.Name] || ts.sandbox[t.Name] || ts.subagent[t.Name] || t.Name == reservedToolName || ts.mcp[t.Name] != "" {
-			continue
-		}
-		ts.mcp[t.Name] = t.Server
-		schema := t.InputSchema
-		if len(schema) == 0 || string(schema) == "null" {
-			schema = json.RawMessage(`{"type":"object"}`)
-		}
-		ts.defs = append(ts.defs, mustJSON(struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema"`
-		}{t.Name, t.Description, schema}))
-	}
-	return ts
-}
-
 // dispatchMCP runs a call routed to MCP on the server that owns the name
 // (BAE's engine). Without a route the result is the documented error.
 // Failures are error results; the turn continues.

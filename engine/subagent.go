@@ -346,17 +346,6 @@ func (s *subagents) close() {
 	s.wg.Wait()
 }
 
-// withStatus adds the status tool to ts while the session has subagents
-// to report; it is called before every provider iteration.
-func (tc *turnCtx) withStatus(ts *toolset) *toolset {
-	if !tc.e.subs.tracked(tc.a.id) {
-		return ts
-	}
-	out := *ts
-	out.defs = append(append(make([]json.RawMessage, 0, len(ts.defs)+1), ts.defs...), statusToolDef)
-	return &out
-}
-
 // dispatchSubagent runs a launch call or the status tool. Every failure is
 // an in-band {"error": …} result; only a failure to persist events stops
 // the turn.

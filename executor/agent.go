@@ -80,7 +80,7 @@ type agentSession struct {
 	out       []*delivery       // requests held until the executor answers
 	closing   bool              // CloseAgent was called
 	ended     bool
-	lost      Timer // the resume window while its executor is away
+	lost      baton.Timer // the resume window while its executor is away
 	lostGen   int
 
 	deliver sync.Mutex // one event delivery at a time, across connections

@@ -33,7 +33,7 @@ func TestAgentCancelWhileDetached(t *testing.T) {
 	ep := p.Metadata.Epoch
 	x.acked(agentEvent("ses_1", ep, "trn_1", "toolu_1", 1, `{"type":"agent.custom_tool_use","name":"lookup","input":{}}`))
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 
 	if err := e.hub.CustomToolResult("ses_1", "toolu_1", baton.ClientResult{Content: json.RawMessage(`"42"`)}); err != nil {
 		t.Fatal(err)

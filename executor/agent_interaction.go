@@ -29,7 +29,7 @@ type interaction struct {
 	epoch     int64  // the agent session's epoch when it was opened
 	status    string // "" while open, else baton.Interaction*
 	answer    *proto.InteractionAnswer
-	timer     Timer // the expiry
+	timer     baton.Timer // the expiry
 }
 
 // adoptedPrefix starts a deterministic approval id, which the platform

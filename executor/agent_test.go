@@ -463,7 +463,7 @@ func TestAgentResume(t *testing.T) {
 	}
 	x.expect(proto.MethodCustomToolResult, nil) // never answered
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 
 	y, res := e.agentRegister(t, "exe_a", proto.AgentCapability{CustomTools: true},
 		&proto.Resume{ExecutorID: "exe_a", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: ep, AckedSequence: ptr(int64(2))}}})
@@ -546,7 +546,7 @@ func TestAgentLost(t *testing.T) {
 
 	// Back without ses_2 in its resume: ses_2 is lost at once.
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	y := e.agentExecutor(t, "exe_a", proto.AgentCapability{},
 		&proto.Resume{ExecutorID: "exe_a", ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: 1}}})
 	if l := wait(t, sink.lost); l.session != "ses_2" || !errors.Is(l.err, ErrSessionLost) {
@@ -554,7 +554,7 @@ func TestAgentLost(t *testing.T) {
 	}
 	// Away for the whole resume window: ses_1 is lost.
 	y.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.clock.Advance(window)
 	if l := wait(t, sink.lost); l.session != "ses_1" || !errors.Is(l.err, ErrResumeWindow) {
 		t.Fatalf("lost %+v", l)

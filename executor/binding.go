@@ -85,7 +85,7 @@ type Binding struct {
 type call struct {
 	seq      uint64
 	params   proto.ToolCallParams
-	timer    Timer
+	timer    baton.Timer
 	done     chan struct{}
 	finished bool
 	result   *proto.ToolResultParams

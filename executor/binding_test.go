@@ -235,7 +235,7 @@ func TestToolCallTimeoutAndCancel(t *testing.T) {
 	if tc.TimeoutMS != 30000 {
 		t.Fatalf("timeout_ms %d", tc.TimeoutMS)
 	}
-	e.clock.waitArmed(t, 30*time.Second)
+	e.clock.WaitArmed(t, 30*time.Second)
 	e.clock.Advance(30 * time.Second)
 	if got := wait(t, done); !errors.Is(got.err, ErrToolTimeout) {
 		t.Fatalf("got %v, want ErrToolTimeout", got.err)

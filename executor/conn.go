@@ -32,10 +32,10 @@ type conn struct {
 	closeCode    websocket.StatusCode // why it is closing, once closing
 	closeReason  string
 	running      int // running tools, per the last heartbeat
-	lease        Timer
+	lease        baton.Timer
 	leaseGen     int
 	leaseExpires time.Time
-	token        Timer
+	token        baton.Timer
 	tokenGen     int
 }
 

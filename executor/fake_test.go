@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/executor/proto"
+	"github.com/baton-engine/baton/internal/clocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,112 +56,15 @@ func (f *fakeTokens) Verify(_ context.Context, token string) (*baton.ExecutorGra
 	return &g, nil
 }
 
-// fakeClock runs timers when the test advances it, on the test's
-// goroutine.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	changed chan struct{} // closed and replaced when a timer is armed
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	d       time.Duration
-	f       func()
-	stopped bool
-}
-
+// t0 is where the hub's test clock starts.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func newClock() *fakeClock { return &fakeClock{now: t0, changed: make(chan struct{})} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), d: d, f: f}
-	c.timers = append(c.timers, t)
-	close(c.changed)
-	c.changed = make(chan struct{})
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves the clock by d and runs every timer that comes due, in
-// order, on the caller's goroutine.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = end
-			c.mu.Unlock()
-			return
-		}
-		next.stopped = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-	}
-}
-
-// waitArmed waits until an active timer of duration d exists.
-func (c *fakeClock) waitArmed(t *testing.T, d time.Duration) {
-	t.Helper()
-	c.waitTimer(t, d.String(), func(x *fakeTimer) bool { return x.d == d })
-}
-
-// waitTimer waits until an active timer matching match exists; match
-// runs under c.mu.
-func (c *fakeClock) waitTimer(t *testing.T, what string, match func(*fakeTimer) bool) {
-	t.Helper()
-	deadline := time.After(guard)
-	for {
-		c.mu.Lock()
-		found := slices.ContainsFunc(c.timers, func(x *fakeTimer) bool { return !x.stopped && match(x) })
-		ch := c.changed
-		c.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("no %s timer was armed", what)
-		}
-	}
-}
 
 // env is a hub behind a loopback server.
 type env struct {
 	hub    *Hub
 	url    string
 	tokens *fakeTokens
-	clock  *fakeClock
+	clock  *clocktest.Clock
 }
 
 const (
@@ -171,7 +74,7 @@ const (
 
 func newEnv(t *testing.T, mods ...func(*Options)) *env {
 	t.Helper()
-	e := &env{tokens: newTokens(), clock: newClock()}
+	e := &env{tokens: newTokens(), clock: clocktest.New(t0)}
 	opts := Options{Tokens: e.tokens, HeartbeatInterval: interval, ResumeWindow: window, Clock: e.clock, CallTimeout: guard}
 	for _, m := range mods {
 		m(&opts)

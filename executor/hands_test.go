@@ -232,7 +232,7 @@ func TestHandsErrors(t *testing.T) {
 		f := ex.expect(proto.MethodToolCall, nil)
 		ex.reply(f, proto.Accepted{Accepted: true})
 		_ = ex.ws.CloseNow()
-		e.clock.waitArmed(t, window)
+		e.clock.WaitArmed(t, window)
 		e.clock.Advance(window)
 		got := wait(t, done)
 		if got.res.ExecutorID != "exe_a" || !strings.Contains(msg(got.err), "the executor running tool 'grep' disconnected and did not come back within 1m0s") {
@@ -254,7 +254,7 @@ func TestHandsErrors(t *testing.T) {
 		if p.TimeoutMS != 5000 {
 			t.Errorf("timeout_ms %d", p.TimeoutMS)
 		}
-		e.clock.waitArmed(t, 5*time.Second)
+		e.clock.WaitArmed(t, 5*time.Second)
 		e.clock.Advance(5 * time.Second)
 		if got := wait(t, done); !strings.Contains(msg(got.err), "tool 'grep' did not finish within 5s") {
 			t.Fatalf("%v", got.err)
@@ -302,7 +302,7 @@ func TestHandsReleaseWhileDetached(t *testing.T) {
 	wait(t, done)
 	_ = ex.ws.CloseNow()
 	<-ex.done
-	e.clock.waitArmed(t, window) // detached
+	e.clock.WaitArmed(t, window) // detached
 	x.Release("ses_1")
 
 	back := e.dial(t, tok)

@@ -60,7 +60,10 @@ type Options struct {
 	CallTimeout time.Duration
 	// WriteTimeout bounds one message write. Default 10s.
 	WriteTimeout time.Duration
-	Clock        Clock // nil is the real clock
+	// Clock is the Hub's time source: leases, token deadlines, the resume
+	// window and tool call timeouts all run on its timers. Default
+	// baton.RealClock; tests replace it.
+	Clock baton.Clock
 	// Restartable makes Close a restart rather than a retirement: it
 	// drains and closes every connection with 1001 but sends no
 	// executor.close, on which executors stop for good (bma.executor.v1.1), so
@@ -90,7 +93,7 @@ type Hub struct {
 	window       time.Duration
 	callTimeout  time.Duration
 	writeTimeout time.Duration
-	clock        Clock
+	clock        baton.Clock
 	restartable  bool
 	creds        baton.TurnCredentials // token refreshes (token.go)
 	methods      map[string]method
@@ -145,7 +148,7 @@ func Open(opts Options) (*Hub, error) {
 		h.writeTimeout = DefaultWriteTimeout
 	}
 	if h.clock == nil {
-		h.clock = realClock{}
+		h.clock = baton.RealClock{}
 	}
 	if h.fs.every <= 0 {
 		h.fs.every = DefaultFileRenew

@@ -305,7 +305,7 @@ func TestHeartbeatAndLeaseExpiry(t *testing.T) {
 func TestRegisterWithinOneLease(t *testing.T) {
 	e := newEnv(t)
 	x := e.dial(t, e.envToken("env_1", "cred_1"))
-	e.clock.waitArmed(t, 2*interval)
+	e.clock.WaitArmed(t, 2*interval)
 	e.clock.Advance(2 * interval)
 	if code := x.closed(); code != proto.CloseLeaseExpired {
 		t.Fatalf("close %d, want 4008", code)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/executor/proto"
 )
 
@@ -60,7 +61,7 @@ type mount struct {
 	epoch    int64         // the epoch of the views the executor has; 0: none yet, or due for renewal
 	inflight bool          // a brain's fs.mount is on its way
 	gone     bool          // unmounted, or its session ended
-	renew    Timer
+	renew    baton.Timer
 	renewGen int
 
 	ops sync.Mutex // a shell's fs.mount and fs.unmount, one at a time

@@ -71,13 +71,6 @@ func (x *texec) expectMount(area string, err *proto.Error) proto.FsMountParams {
 	return p
 }
 
-// waitArmedFromNow waits until an active timer of duration d armed at
-// the current time exists.
-func (c *fakeClock) waitArmedFromNow(t *testing.T, d time.Duration) {
-	t.Helper()
-	c.waitTimer(t, d.String()+" from now", func(x *fakeTimer) bool { return x.d == d && x.at.Equal(c.now.Add(d)) })
-}
-
 // epochs reports what the file service hears about epoch of area.
 func epochs(h *Hub, area string, epoch int64) string {
 	cur, ok := h.CurrentEpoch(area)
@@ -129,7 +122,7 @@ func TestShellMountsFiles(t *testing.T) {
 	}
 
 	// Before the tokens run out, the same views come again with new ones.
-	e.clock.waitArmed(t, renew)
+	e.clock.WaitArmed(t, renew)
 	e.clock.Advance(renew)
 	again := x.expectMount("ses_1", nil)
 	if again.Epoch != ep || again.Views[0].Token == mp.Views[0].Token {
@@ -139,7 +132,7 @@ func TestShellMountsFiles(t *testing.T) {
 	// A resume moves the binding to a new epoch: the views are mounted
 	// again for it, and the old epoch's tokens are refused.
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	y := e.fsShell(t, "exe_m", fsCaps, proto.SessionEpoch{SessionID: id, Epoch: ep})
 	var rp proto.AssignParams
 	y.reply(y.expect(proto.MethodSessionAssign, &rp), proto.Accepted{Accepted: true})
@@ -243,7 +236,7 @@ func TestAgentMountsFiles(t *testing.T) {
 	}
 
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.clock.Advance(time.Second) // the renewal armed by the next mount is told from the first one's
 	y := e.fsShell(t, "exe_a", caps, proto.SessionEpoch{SessionID: "ses_1", Epoch: mp.Epoch, AckedSequence: ptr(int64(0))})
 	resumed := y.expectMount("ses_1", nil)
@@ -255,7 +248,7 @@ func TestAgentMountsFiles(t *testing.T) {
 	}
 
 	// Renewal: the same views with fresh tokens.
-	e.clock.waitArmedFromNow(t, renew)
+	e.clock.WaitArmedNow(t, renew)
 	e.clock.Advance(renew)
 	if again := y.expectMount("ses_1", nil); again.Epoch != resumed.Epoch || again.Views[0].Token == resumed.Views[0].Token {
 		t.Fatalf("renewal %+v after %+v", again, resumed)
@@ -286,7 +279,7 @@ func TestAgentUnmountAfterResume(t *testing.T) {
 	e.startOn(t, x, turnOf("ses_1", "trn_1"))
 	mp := x.expectMount("ses_1", nil)
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.hub.CloseAgent("ses_1")
 
 	y := e.fsShell(t, "exe_a", caps, proto.SessionEpoch{SessionID: "ses_1", Epoch: mp.Epoch, AckedSequence: ptr(int64(0))})

@@ -26,7 +26,7 @@ type execRec struct {
 	caps      proto.Capabilities
 	conn      *conn               // nil while detached
 	bindings  map[string]*Binding // by session id
-	resume    Timer               // the resume window, while detached
+	resume    baton.Timer         // the resume window, while detached
 	detachGen int                 // tells a stale resume timer from the current one
 }
 

@@ -116,7 +116,7 @@ func TestResumeWindowExpires(t *testing.T) {
 	done := callAsync(b, "toolu_1", "grep", 0)
 	a.reply(a.expect(proto.MethodToolCall, nil), proto.Accepted{Accepted: true})
 	a.kill()
-	e.clock.waitArmed(t, window) // detached
+	e.clock.WaitArmed(t, window) // detached
 	if info, ok := e.hub.Executor("exe_a"); !ok || info.Connected || len(info.Sessions) != 1 {
 		t.Fatalf("detached executor: %+v %v", info, ok)
 	}
@@ -148,7 +148,7 @@ func TestStaleEpochAfterRebinding(t *testing.T) {
 	a := e.toolExecutor(t, "exe_a")
 	_, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1", Hooks: Hooks{OnEvent: takeEvent}})
 	a.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.clock.Advance(window)
 	// The session moves to another executor…
 	c := e.toolExecutor(t, "exe_c")
@@ -270,7 +270,7 @@ func TestResumeStopsUnknownSessions(t *testing.T) {
 	a := e.shellExecutor(t, "exe_a", 4)
 	_, p := e.bind(t, a, Target{MachineID: "mch_1"}, Assignment{SessionID: "ses_1"})
 	a.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 
 	x := e.dial(t, e.machineToken("mch_1", "cred_m"))
 	caps := proto.Capabilities{Process: &proto.ProcessCapability{MaxSessions: 4}, Agent: &proto.AgentCapability{}}
@@ -319,7 +319,7 @@ func TestResumeStopsSessionsAfterWindow(t *testing.T) {
 	a := e.toolExecutor(t, "exe_a")
 	b, p := e.bind(t, a, Target{EnvironmentID: "env_1"}, Assignment{SessionID: "ses_1"})
 	a.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.clock.Advance(window)
 	wait(t, b.Done())
 	x, res := e.resumeAs(t, "exe_a", proto.SessionEpoch{SessionID: "ses_1", Epoch: p.Epoch})
