@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton/client/executor/executortest"
+	"github.com/baton-engine/baton/internal/testkit"
 )
 
 // looseDataDir returns the environment of a server whose data directory
@@ -20,10 +21,7 @@ func looseDataDir(t *testing.T) (env map[string]string, dir, db string) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env = baseEnv(dir)
+	_, env = prepare(t, testkit.Config{Dir: dir, ConfigFile: testConfig})
 	db = env["BAE_DB_PATH"]
 	if code, _, errOut := runCLI(t, env, "migrate"); code != 0 {
 		t.Fatalf("migrate: exit %d: %s", code, errOut)
