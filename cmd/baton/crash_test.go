@@ -138,6 +138,7 @@ func (c *child) kill() {
 // sessions are being written to, restarts it, and checks that every event
 // the server acknowledged (a 201 was received) survived.
 func TestCrashKeepsAcknowledgedEvents(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}

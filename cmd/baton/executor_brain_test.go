@@ -185,6 +185,7 @@ command = "printf %s {text} | tr a-z A-Z"
 // scripted model: process.exec, turns with local tools, a custom tool
 // and the session's close.
 func TestExecutorCmdMachine(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	var gw gatewayLog
 	h.Handle("POST /v1/model/v1/messages", scriptedGateway("mtok_1", &gw))
@@ -310,6 +311,7 @@ func TestExecutorCmdMachine(t *testing.T) {
 
 // TestExecutorCmdGatewayRefused fails the turn with the gateway's reason.
 func TestExecutorCmdGatewayRefused(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	var gw gatewayLog
 	h.Handle("POST /v1/model/v1/messages", scriptedGateway("another-token", &gw))
@@ -392,6 +394,7 @@ echo "cred=${BATON_EXECUTOR_CREDENTIAL:-none} session=$BATON_SESSION_ID turn=$BA
 // TestBrainCallTimeout: a gateway that accepts the call but never answers
 // fails it once the model call bound passes, not when the turn ends.
 func TestBrainCallTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

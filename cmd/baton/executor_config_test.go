@@ -35,6 +35,7 @@ command = ["sh", "-c", "cat"]
 `
 
 func TestExecutorCmdConfigGood(t *testing.T) {
+	t.Parallel()
 	c, err := parseExecConfig("executor.toml", []byte(goodExecutorConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +71,7 @@ func TestExecutorCmdConfigGood(t *testing.T) {
 }
 
 func TestExecutorCmdConfigMachine(t *testing.T) {
+	t.Parallel()
 	c, err := parseExecConfig("m.toml", []byte(`
 [process]
 max_sessions = 3
@@ -122,6 +124,7 @@ timeout = "20m"
 // TestExecutorCmdConfigErrors lists every error of the file with where it
 // points.
 func TestExecutorCmdConfigErrors(t *testing.T) {
+	t.Parallel()
 	tool := func(body string) string { return "[[tools]]\nname = \"t\"\n" + body }
 	cases := []struct{ name, doc, want string }{
 		{"syntax", "[[tools]\n", "x.toml:1:8: "},
@@ -190,6 +193,7 @@ func TestExecutorCmdConfigErrors(t *testing.T) {
 }
 
 func TestExecutorCmdConfigScope(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ name, doc, scope, want string }{
 		{"environment without tools", "", executor.ScopeEnvironment, "x.toml: an environment executor needs at least one [[tools]] entry"},
 		{"environment with agent", "[agent]\n", executor.ScopeEnvironment, "x.toml:1:2: [agent] is for machines (--machine), not environments"},
@@ -210,6 +214,7 @@ func TestExecutorCmdConfigScope(t *testing.T) {
 }
 
 func TestExecutorCmdPlaceholders(t *testing.T) {
+	t.Parallel()
 	cases := map[string][]string{
 		"echo {a} {b_2}":          {"a", "b_2"},
 		"echo ${HOME} {x}":        {"x"},

@@ -78,6 +78,7 @@ func (f *fakeBoxes) record() (started, stopped, execs []string, cleanups int) {
 // executor.ErrTimeout, idle sandboxes stopped, everything cleaned up on
 // Close.
 func TestExecutorCmdSandboxShell(t *testing.T) {
+	t.Parallel()
 	d := &fakeBoxes{}
 	s := newSandboxShell(d, &execProcess{Image: "img", MaxOutput: 99, IdleTimeout: time.Minute}, slog.New(slog.DiscardHandler))
 	s.mounts = filepath.FromSlash("/srv/mnt")
@@ -142,6 +143,7 @@ func TestExecutorCmdSandboxShell(t *testing.T) {
 // TestExecutorCmdSandboxStartFails reports the driver's error and tries
 // afresh on the next command.
 func TestExecutorCmdSandboxStartFails(t *testing.T) {
+	t.Parallel()
 	d := &fakeBoxes{fail: errors.New("no namespaces")}
 	s := newSandboxShell(d, &execProcess{Image: "img", IdleTimeout: time.Minute}, slog.New(slog.DiscardHandler))
 	_, err := s.Exec(context.Background(), executor.ExecRequest{SessionID: "a", Command: "true"})

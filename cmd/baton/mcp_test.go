@@ -14,6 +14,7 @@ import (
 // tools, a model call runs on the server with the documented events, and
 // after a restart the next turn connects again (BAE loses MCP instead).
 func TestMCPStdioTool(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ const maxIdleRSS = 40 << 20
 // race detector, whose shadow memory alone exceeds the budget, the child
 // is a baton binary built without it.
 func TestIdleServeMemory(t *testing.T) {
+	t.Parallel()
 	needProc(t)
 	var srv *child
 	var adminKey string

@@ -163,6 +163,7 @@ func killBaton(t *testing.T, cmd *exec.Cmd) {
 // SIGKILL while a tool command, a process.exec shell and a CLI agent each
 // run a shell with a background grandchild: all of them die with it.
 func TestExecutorCmdDeathKillsCommands(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, mode, id, config string
 		start                  func(t *testing.T, c *executortest.Conn, h *executortest.Harness)
@@ -211,6 +212,7 @@ func TestExecutorCmdDeathKillsCommands(t *testing.T) {
 // background sleep, then became the server) and a remote subagent running
 // in a process sandbox: every process below the server dies with it.
 func TestServeDeathKillsChildren(t *testing.T) {
+	t.Parallel()
 	rootfs := busyboxRootfs(t)
 	exe, err := os.Executable()
 	if err != nil {
