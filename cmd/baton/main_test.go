@@ -56,11 +56,6 @@ type syncBuffer = testkit.SyncBuffer
 // (testConfig reads it).
 var testEnv = map[string]string{"TEST_ANTHROPIC_KEY": "sk-test"}
 
-// baseEnv is the environment of a test server with its data in dir.
-func baseEnv(dir string) map[string]string {
-	return testkit.Config{Env: testEnv}.Environ(dir)
-}
-
 // prepare is testkit's Config.Prepare with testEnv added to cfg.Env.
 func prepare(t testing.TB, cfg testkit.Config) (dir string, env map[string]string) {
 	t.Helper()
