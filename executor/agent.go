@@ -82,11 +82,37 @@ type agentSession struct {
 	ended     bool
 	lost      baton.Timer // the resume window while its executor is away
 	lostGen   int
+	back      *conn         // the connection that last resumed it, once its register was answered
+	moved     chan struct{} // closed when it resumes or ends; nil until waited on
 
 	deliver sync.Mutex // one event delivery at a time, across connections
 }
 
 func (a *agentSession) epoch() int64 { return a.epochs[len(a.epochs)-1] }
+
+// movedLocked returns a channel closed once a resumes on a new connection
+// or ends; Hub.mu is held.
+func (a *agentSession) movedLocked() <-chan struct{} {
+	if a.moved == nil {
+		a.moved = make(chan struct{})
+	}
+	return a.moved
+}
+
+// wakeLocked closes a's moved channel; Hub.mu is held.
+func (a *agentSession) wakeLocked() {
+	if a.moved != nil {
+		close(a.moved)
+		a.moved = nil
+	}
+}
+
+// resumedLocked notes that c's register, which resumed a, was answered:
+// a turn.start lost with the old connection may go out again on c.
+func (a *agentSession) resumedLocked(c *conn) {
+	a.back = c
+	a.wakeLocked()
+}
 
 // delivery is a harness → executor request re-sent until answered.
 type delivery struct {
@@ -263,7 +289,7 @@ func (h *Hub) sendStart(ctx context.Context, a *agentSession, rec *execRec, c *c
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		return fmt.Errorf("%w: turn.start on executor %s: %w", ErrDetached, rec.id, err)
+		return h.startLost(ctx, a, c, t, fmt.Errorf("%w: turn.start on executor %s: %w", ErrDetached, rec.id, err))
 	case !res.Accepted:
 		return fmt.Errorf("%w: executor %s did not accept the turn", ErrOverCapacity, rec.id)
 	}
@@ -278,6 +304,43 @@ func (h *Hub) sendStart(ctx context.Context, a *agentSession, rec *execRec, c *c
 	}
 	h.flushLocked(a) // mounts the session's files after its first turn.start
 	return nil
+}
+
+// startLost follows a turn.start whose connection c went before its
+// answer. The executor may have taken the turn and run it, so the turn
+// counts as running (its token refreshes are served) while the session
+// waits for the executor to resume it; turn.start then goes again on the
+// new connection, with the new epoch — the executor answers a turn_id it
+// knows as it did the first time, and starts one it never got. When the
+// session is lost instead (the resume window passed, or the executor came
+// back without it) the turn did not start and err is returned.
+func (h *Hub) startLost(ctx context.Context, a *agentSession, c *conn, t *baton.BrainTurn, err error) error {
+	h.mu.Lock()
+	if !a.ended && !a.closing {
+		a.turns[t.TurnID] = true
+		if a.lastIdle != t.TurnID {
+			a.running = t.TurnID
+		}
+	}
+	for {
+		if h.closed || a.ended || a.closing {
+			h.mu.Unlock()
+			return err
+		}
+		if rec, cur := h.agentConnLocked(a); cur != nil && cur != c && a.back == cur {
+			epoch := a.epoch()
+			h.mu.Unlock()
+			return h.sendStart(ctx, a, rec, cur, t, epoch)
+		}
+		moved := a.movedLocked()
+		h.mu.Unlock()
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		h.mu.Lock()
+	}
 }
 
 // agentCandidatesLocked lists the connected agent executors of a machine
@@ -508,6 +571,7 @@ func (h *Hub) endAgentLocked(a *agentSession) {
 		return
 	}
 	a.ended = true
+	a.wakeLocked()
 	dropOutLocked(a)
 	a.lostGen++
 	h.fs.dropAgentLocked(a)

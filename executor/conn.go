@@ -191,6 +191,7 @@ func (c *conn) register(_ context.Context, f *proto.Frame) (any, error) {
 			h.goWorkLocked(func() { b.reattach(c) })
 		}
 		for _, a := range agents {
+			a.resumedLocked(c)
 			h.flushLocked(a)
 		}
 		if len(stray) > 0 {

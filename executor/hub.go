@@ -206,6 +206,9 @@ func (h *Hub) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	for _, a := range h.ag.sessions {
+		a.wakeLocked() // a turn.start waiting for its session's resume gives up
+	}
 	h.mu.Unlock()
 
 	derr := h.Drain(ctx, "shutdown")

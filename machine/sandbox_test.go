@@ -78,6 +78,7 @@ func (f *fakeBoxes) record() (started, stopped, execs []string, cleanups int) {
 // executor.ErrTimeout, idle sandboxes stopped, everything cleaned up on
 // Close.
 func TestSandboxShell(t *testing.T) {
+	t.Parallel()
 	d := &fakeBoxes{}
 	s := NewSandboxShell(d, &ProcessSpec{Image: "img", MaxOutput: 99, IdleTimeout: time.Minute}, filepath.FromSlash("/srv/mnt"), slog.New(slog.DiscardHandler))
 	ctx := context.Background()
@@ -141,6 +142,7 @@ func TestSandboxShell(t *testing.T) {
 // TestSandboxShellStartFails reports the driver's error and tries
 // afresh on the next command.
 func TestSandboxShellStartFails(t *testing.T) {
+	t.Parallel()
 	d := &fakeBoxes{fail: errors.New("no namespaces")}
 	s := NewSandboxShell(d, &ProcessSpec{Image: "img", IdleTimeout: time.Minute}, "", slog.New(slog.DiscardHandler))
 	_, err := s.Exec(context.Background(), executor.ExecRequest{SessionID: "a", Command: "true"})

@@ -15,6 +15,7 @@ import (
 )
 
 func TestAdminConnectionFailure(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	srv.Close()
@@ -26,6 +27,7 @@ func TestAdminConnectionFailure(t *testing.T) {
 }
 
 func TestAdminAddrPrecedence(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		flag string
@@ -55,6 +57,7 @@ func TestAdminAddrPrecedence(t *testing.T) {
 // TestAdminAddrUsed checks that flag and env addresses reach the server, in
 // both forms.
 func TestAdminAddrUsed(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/providers", reply(200, `{"items":[]}`))
 	bad := "127.0.0.1:1" // nothing listens there
@@ -96,6 +99,7 @@ func writeFile(t *testing.T, path, content string) string {
 }
 
 func TestAdminTokenPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	flagFile := writeFile(t, filepath.Join(dir, "flag.pem"), "  from-flag-file\n")
 	envFile := writeFile(t, filepath.Join(dir, "env.pem"), "from-env-file\n")
@@ -140,6 +144,7 @@ func TestAdminTokenPrecedence(t *testing.T) {
 }
 
 func TestAdminTokenFileErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
 	empty := writeFile(t, filepath.Join(dir, "empty.pem"), " \n")
@@ -219,6 +224,7 @@ func TestAdminTokenSent(t *testing.T) {
 }
 
 func TestAdminDefaultKeyUnreadableNoted(t *testing.T) {
+	t.Parallel()
 	// A directory cannot be read as a file, even by root.
 	dir := t.TempDir()
 	a := &adminCLI{c: &cli{getenv: func(string) string { return "" }}, probes: []string{dir}}

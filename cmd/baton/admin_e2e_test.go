@@ -12,6 +12,7 @@ import (
 // TestAdminCLIAgainstServer drives `baton admin` against a real server:
 // profiles, keys, sessions, events, revocation and error mapping.
 func TestAdminCLIAgainstServer(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	env := map[string]string{"BAE_ADMIN_ADDR": strings.TrimPrefix(s.adminURL, "http://"), "BAE_ADMIN_TOKEN": s.adminKey}
 	admin := func(args ...string) (int, string, string) {
@@ -84,6 +85,7 @@ func TestAdminCLIAgainstServer(t *testing.T) {
 // /admin/v1/keys straight away, although the store only learns of it at
 // the next batched write (up to 30 s later).
 func TestAdminKeyListShowsLastUseAtOnce(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	keyID, key := s.clientKey("laptop", s.profile(map[string]any{"name": "p", "primary_provider": "script"}))
 	lastUsed := func() any {

@@ -17,6 +17,7 @@ var ownerKinds = []struct{ cmd, path, noun, id string }{
 }
 
 func TestAdminOwnerCommands(t *testing.T) {
+	t.Parallel()
 	for _, k := range ownerKinds {
 		t.Run(k.cmd, func(t *testing.T) {
 			view := `{"id":"` + k.id + `","name":"ci","created_at":"2025-01-01T00:00:00.000Z"}`
@@ -73,6 +74,7 @@ func TestAdminOwnerCommands(t *testing.T) {
 }
 
 func TestAdminCredentialCommands(t *testing.T) {
+	t.Parallel()
 	for _, k := range ownerKinds {
 		t.Run(k.cmd, func(t *testing.T) {
 			f := newFakeAdmin(t)
@@ -127,6 +129,7 @@ func TestAdminCredentialCommands(t *testing.T) {
 }
 
 func TestAdminOwnerErrors(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("DELETE /admin/v1/environments/{id}", problemReply(409, "conflict",
 		"environment env_1 is used by profile(s) pro_1; remove it from their executor_environments first"))
@@ -154,6 +157,7 @@ func TestAdminOwnerErrors(t *testing.T) {
 }
 
 func TestAdminProfileExecutorFlags(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("POST /admin/v1/profiles", reply(201, `{"id":"pro_9","name":"p","created_at":"2025-01-01T00:00:00.000Z"}`))
 	code, _, errs := runAdmin(t, tokenEnv(f), "profiles", "create", "p", "prov",

@@ -139,6 +139,7 @@ const profileJSON = `{"id":"pro_1","name":"old","primary_provider":"p1",
 	"created_at":"2025-01-01T00:00:00.000Z","updated_at":"2025-01-02T00:00:00.000Z"}`
 
 func TestAdminProfileCreate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -173,6 +174,7 @@ func TestAdminProfileCreate(t *testing.T) {
 }
 
 func TestAdminProfileCreateJSON(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	body := `{"id":"pro_9","name":"p","created_at":"2025-01-01T00:00:00.000Z"}`
 	f.handle("POST /admin/v1/profiles", reply(201, body))
@@ -185,6 +187,7 @@ func TestAdminProfileCreateJSON(t *testing.T) {
 }
 
 func TestAdminProfileUpdatePreserves(t *testing.T) {
+	t.Parallel()
 	const bare = `{"id":"pro_1","name":"old","primary_provider":"p1","fallback_providers":[],"mcp_servers":[],
 		"allowed_tools":[],"available_sandboxes":[],"system_prompt":null,"max_iterations":8}`
 	tests := []struct {
@@ -226,6 +229,7 @@ func TestAdminProfileUpdatePreserves(t *testing.T) {
 }
 
 func TestAdminProfileUpdateNotFound(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/profiles/{id}", problemReply(404, "not_found", "no profile pro_x"))
 	code, _, errs := runAdmin(t, tokenEnv(f), "profiles", "update", "pro_x", "p2")
@@ -238,6 +242,7 @@ func TestAdminProfileUpdateNotFound(t *testing.T) {
 }
 
 func TestAdminProfileGet(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/profiles/{id}", reply(200, profileJSON))
 	code, out, errs := runAdmin(t, tokenEnv(f), "profiles", "get", "pro_1")
@@ -254,6 +259,7 @@ func TestAdminProfileGet(t *testing.T) {
 }
 
 func TestAdminProfileDelete(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("DELETE /admin/v1/profiles/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
 	code, out, errs := runAdmin(t, tokenEnv(f), "profiles", "delete", "pro_1")
@@ -267,6 +273,7 @@ func TestAdminProfileDelete(t *testing.T) {
 }
 
 func TestAdminPathEscaping(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
 	code, _, errs := runAdmin(t, tokenEnv(f), "keys", "revoke", "a/b?c")
@@ -277,6 +284,7 @@ func TestAdminPathEscaping(t *testing.T) {
 }
 
 func TestAdminKeyCreate(t *testing.T) {
+	t.Parallel()
 	created := `{"id":"key_1","name":"ci","key":"bae_0123456789abcdef","prefix":"bae_0123","profile_id":"pro_1","created_at":"2025-01-01T00:00:00.000Z"}`
 	tests := []struct {
 		name string
@@ -313,6 +321,7 @@ func TestAdminKeyCreate(t *testing.T) {
 }
 
 func TestAdminKeyList(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/keys", paged(50,
 		`{"id":"key_1","name":"a","prefix":"bae_aaaa","profile_id":"pro_1","created_at":"t0","last_used_at":null}`,
@@ -328,6 +337,7 @@ func TestAdminKeyList(t *testing.T) {
 }
 
 func TestAdminKeyRevoke(t *testing.T) {
+	t.Parallel()
 	for _, verb := range []string{"revoke", "delete"} {
 		t.Run(verb, func(t *testing.T) {
 			f := newFakeAdmin(t)
@@ -353,6 +363,7 @@ func profileItems(n int) []string {
 }
 
 func TestAdminListFollowsCursors(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	items := profileItems(5)
 	f.handle("GET /admin/v1/profiles", paged(2, items...))
@@ -376,6 +387,7 @@ func TestAdminListFollowsCursors(t *testing.T) {
 }
 
 func TestAdminListOnePage(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	items := profileItems(5)
 	f.handle("GET /admin/v1/profiles", paged(50, items...))
@@ -400,6 +412,7 @@ func TestAdminListOnePage(t *testing.T) {
 }
 
 func TestAdminEmptyLists(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args  []string
 		route string
@@ -432,6 +445,7 @@ func TestAdminEmptyLists(t *testing.T) {
 }
 
 func TestAdminSessions(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/sessions", paged(50,
 		`{"id":"ses_1","profile_id":"pro_1","state":"closed","client_version":null,"created_at":"t0","closed_at":"t1"}`,
@@ -458,6 +472,7 @@ func TestAdminSessions(t *testing.T) {
 }
 
 func TestAdminEvents(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	events := []string{
 		`{"id":"evt_1","session_id":"ses_1","client_key_id":"key_1","event_type":"session.open","payload":{},"created_at":"t0"}`,
@@ -491,6 +506,7 @@ func TestAdminEvents(t *testing.T) {
 // TestAdminAnswerTooLarge: an answer over the client's limit is an error
 // that says to ask for less, not a version mismatch.
 func TestAdminAnswerTooLarge(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/sessions/{id}/events", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -508,6 +524,7 @@ func TestAdminAnswerTooLarge(t *testing.T) {
 }
 
 func TestAdminConfigAlwaysJSON(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	body := `{"mcp":{"servers":[]},"providers":{"entries":[{"name":"a","auth_token":"••••••••"}]},"telemetry":{"enabled":false}}`
 	f.handle("GET /admin/v1/config", reply(200, body))
@@ -521,6 +538,7 @@ func TestAdminConfigAlwaysJSON(t *testing.T) {
 }
 
 func TestAdminRegistries(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args  []string
 		route string
@@ -645,6 +663,7 @@ func TestAdminErrors(t *testing.T) {
 }
 
 func TestAdminUsageErrors(t *testing.T) {
+	t.Parallel()
 	f := newFakeAdmin(t)
 	tests := [][]string{
 		{"profiles", "create", "only-name"},

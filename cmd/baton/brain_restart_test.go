@@ -23,6 +23,7 @@ func (b *brainServer) restart(t *testing.T) {
 // server, reaches the agent (agent.custom_tool_result) once its executor
 // is back, and the turn completes with the owner's call.
 func TestBrainRestartResumesCustomTool(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	_, key := b.clientKey("k", b.profile)
@@ -70,6 +71,7 @@ func TestBrainRestartResumesCustomTool(t *testing.T) {
 // interaction.response under its own interaction id, the first answer
 // wins, and the turn ends with the answer.
 func TestBrainRestartAnswersInteraction(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)

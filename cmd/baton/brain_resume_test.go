@@ -17,6 +17,7 @@ import (
 // refreshed one calls the session's tools over MCP, and the turn's later
 // events are stored and end it.
 func TestBrainResumedTurnKeepsWorking(t *testing.T) {
+	t.Parallel()
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata

@@ -233,6 +233,7 @@ func nextOf(t *testing.T, sub *client.Subscription, types ...string) client.Even
 // attributed to the driver, and form the reply; a subscriber that asked
 // for deltas gets the previews, one that did not never does.
 func TestBrainTurns(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, keyID := b.driver(t, "", nil)
@@ -337,6 +338,7 @@ func TestBrainTurns(t *testing.T) {
 // TestBrainInputJoinsTurn: a message sent while a turn runs is the
 // turn's input, not a second turn; both calls end with the turn.
 func TestBrainInputJoinsTurn(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -361,6 +363,7 @@ func TestBrainInputJoinsTurn(t *testing.T) {
 // TestBrainCancel: cancelTurn stops the running agent turn; the reply
 // says so and the session takes the next turn.
 func TestBrainCancel(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -390,6 +393,7 @@ func TestBrainCancel(t *testing.T) {
 // runs it and its result resumes the agent. An undeclared tool gets an
 // error result without a pause.
 func TestBrainCustomTool(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	var calls atomic.Int32
@@ -435,6 +439,7 @@ func TestBrainCustomTool(t *testing.T) {
 // TestBrainInteraction: the agent asks; two drivers answer at once; the
 // first answer wins, the other is refused, and the agent gets the winner.
 func TestBrainInteraction(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -496,6 +501,7 @@ func TestBrainInteraction(t *testing.T) {
 // TestBrainNoExecutor: without a connected agent executor a message is a
 // clear error, and the session still takes the next one.
 func TestBrainNoExecutor(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	sess, _ := b.driver(t, "", nil)
 	ctx := loopCtx(t)
@@ -514,6 +520,7 @@ func TestBrainNoExecutor(t *testing.T) {
 // events the harness already has. Each is stored once and the turn ends
 // normally.
 func TestBrainExecutorReconnectMidTurn(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	deaf := &deafNet{execNet: b.net, changed: make(chan struct{})}
 	openExecutor(t, deaf, b.config())

@@ -11,6 +11,7 @@ import (
 // TestConfigSessionCaps: the per-session caps of queued turns and
 // subscribers default to the engine's and take positive whole numbers.
 func TestConfigSessionCaps(t *testing.T) {
+	t.Parallel()
 	c, err := loadServeConfig(envFunc(map[string]string{}), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,7 @@ func TestConfigSessionCaps(t *testing.T) {
 // TestConfigInflightBudget: BATON_MAX_INFLIGHT_BYTES defaults to the
 // client port's budget and takes a positive number of bytes.
 func TestConfigInflightBudget(t *testing.T) {
+	t.Parallel()
 	c, err := loadServeConfig(envFunc(map[string]string{}), nil)
 	if err != nil || c.MaxInflightBytes != httpapi.DefaultMaxInflight {
 		t.Fatalf("default %d, %v", c.MaxInflightBytes, err)

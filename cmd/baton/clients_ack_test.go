@@ -119,6 +119,7 @@ func loggedResult(t *testing.T, url, token, callID string) bool {
 // the model sees the results in tool_use order although they came in the
 // other order.
 func TestClientResultsAnsweredOneByOne(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t, func(env map[string]string) { env["BATON_CLIENT_CALL_TIMEOUT"] = "600" })
 	base := "/v1/sessions/" + sess.ID + "/clients"
@@ -160,6 +161,7 @@ func TestClientResultsAnsweredOneByOne(t *testing.T) {
 // waiting) and checks, after a restart, that the acknowledged result is in
 // the log.
 func TestClientResultSurvivesKillAfterAck(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}

@@ -61,6 +61,7 @@ func sessionUUID(id string) string {
 }
 
 func TestClientRegisterErrors(t *testing.T) {
+	t.Parallel()
 	s, sess, pro := clientSession(t, func(env map[string]string) { env["BATON_MAX_CLIENTS_PER_SESSION"] = "2" })
 	_, other, _ := func() (*server, *client.Session, string) {
 		h, _ := loopHarness(t, s, pro)
@@ -159,6 +160,7 @@ func manyTools(n int) []map[string]any {
 // TestClientNamesAndLifecycle: the assigned-name counter over spent names,
 // list, ping, tools replacement, delete and their events.
 func TestClientNamesAndLifecycle(t *testing.T) {
+	t.Parallel()
 	s, sess, _ := clientSession(t)
 	base := "/v1/sessions/" + sess.ID + "/clients"
 	reg := func(name string) map[string]any {
@@ -259,6 +261,7 @@ func laptopTool(who string, arrived chan<- string, release <-chan struct{}) clie
 // both reachable under their namespaced names in one turn, and their calls
 // run at the same time (each handler waits until both have started).
 func TestClientsSameToolConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	cfg := client.Config{BaseURL: s.clientURL}
@@ -301,6 +304,7 @@ func TestClientsSameToolConcurrent(t *testing.T) {
 // TestClientTTL: a ttl client that pings (the SDK handle) outlives its
 // ttl; one that never pings and has no stream is swept with reason ttl.
 func TestClientTTL(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	pinging, err := client.RegisterClient(ctx, client.Config{BaseURL: s.clientURL}, sess.ID, sess.Key, "pinger", client.TTL(5*time.Second))
@@ -364,6 +368,7 @@ func waitFor(ctx context.Context, d time.Duration) {
 // it fails the call at once with an error result; a replacement (with a
 // fresh name) serves the next call.
 func TestClientKilledMidCall(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	cfg := client.Config{BaseURL: s.clientURL}
@@ -401,6 +406,7 @@ func TestClientKilledMidCall(t *testing.T) {
 // TestClientCallsStream: raw protocol — the call is re-sent on reconnect
 // while unanswered; the first result wins.
 func TestClientCallsStream(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	base := "/v1/sessions/" + sess.ID + "/clients"
@@ -486,6 +492,7 @@ func BenchmarkRegisteredToolRoundTrip(b *testing.B) {
 // TestClientEndsWithSession: closing the session ends its registered
 // clients: the calls stream ends and the expiry is logged.
 func TestClientEndsWithSession(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	base := "/v1/sessions/" + sess.ID + "/clients"

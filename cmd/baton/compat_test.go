@@ -41,6 +41,7 @@ const (
 )
 
 func TestBAETypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	repo := os.Getenv("BATON_BAE_REPO")
 	if repo == "" {
 		t.Skip("BATON_BAE_REPO is not set: point it at a checkout of github.com/prettysmartdev/better-agent-engine " +

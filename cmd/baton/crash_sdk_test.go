@@ -106,6 +106,7 @@ func TestCrashSDKRoundTrips(t *testing.T) { testCrashSDKRoundTrips(t, nil) }
 // TestCrashSDKRoundTripsOnPostgres runs the SDK crash test with the server
 // on PostgreSQL when BATON_TEST_POSTGRES_DSN is set.
 func TestCrashSDKRoundTripsOnPostgres(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}

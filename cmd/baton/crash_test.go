@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/baton-engine/baton/internal/supervisor"
+	"github.com/baton-engine/baton/internal/testkit"
 	"github.com/baton-engine/baton/mcp/mcptest"
 	"github.com/baton-engine/baton/sandbox"
 )
@@ -114,13 +113,7 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd, env map[string]string) *child {
 // key and the client key.
 func crashServer(t *testing.T, extra map[string]string) (srv *child, env map[string]string, adminKey, clientKey string) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env = baseEnv(dir)
-	env["BAE_LOG"] = "info"
-	maps.Copy(env, extra)
+	_, env = prepare(t, testkit.Config{ConfigFile: testConfig, Log: "info", Env: extra})
 	srv = startChild(t, env)
 	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
 	if err != nil {
@@ -145,6 +138,7 @@ func (c *child) kill() {
 // sessions are being written to, restarts it, and checks that every event
 // the server acknowledged (a 201 was received) survived.
 func TestCrashKeepsAcknowledgedEvents(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("crash test starts real processes")
 	}

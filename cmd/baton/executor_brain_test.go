@@ -183,6 +183,7 @@ command = "printf %s {text} | tr a-z A-Z"
 // scripted model: process.exec, turns with local tools, a custom tool
 // and the session's close.
 func TestExecutorCmdMachine(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	var gw gatewayLog
 	h.Handle("POST /v1/model/v1/messages", scriptedGateway("mtok_1", &gw))
@@ -308,6 +309,7 @@ func TestExecutorCmdMachine(t *testing.T) {
 
 // TestExecutorCmdGatewayRefused fails the turn with the gateway's reason.
 func TestExecutorCmdGatewayRefused(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	var gw gatewayLog
 	h.Handle("POST /v1/model/v1/messages", scriptedGateway("another-token", &gw))

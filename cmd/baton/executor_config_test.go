@@ -36,6 +36,7 @@ command = ["sh", "-c", "cat"]
 `
 
 func TestExecutorCmdConfigGood(t *testing.T) {
+	t.Parallel()
 	c, err := parseExecConfig("executor.toml", []byte(goodExecutorConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ func TestExecutorCmdConfigGood(t *testing.T) {
 }
 
 func TestExecutorCmdConfigMachine(t *testing.T) {
+	t.Parallel()
 	c, err := parseExecConfig("m.toml", []byte(`
 [process]
 max_sessions = 3
@@ -123,6 +125,7 @@ timeout = "20m"
 // TestExecutorCmdConfigErrors lists every error of the file with where it
 // points.
 func TestExecutorCmdConfigErrors(t *testing.T) {
+	t.Parallel()
 	tool := func(body string) string { return "[[tools]]\nname = \"t\"\n" + body }
 	cases := []struct{ name, doc, want string }{
 		{"syntax", "[[tools]\n", "x.toml:1:8: "},
@@ -191,6 +194,7 @@ func TestExecutorCmdConfigErrors(t *testing.T) {
 }
 
 func TestExecutorCmdConfigScope(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ name, doc, scope, want string }{
 		{"environment without tools", "", executor.ScopeEnvironment, "x.toml: an environment executor needs at least one [[tools]] entry"},
 		{"environment with agent", "[agent]\n", executor.ScopeEnvironment, "x.toml:1:2: [agent] is for machines (--machine), not environments"},

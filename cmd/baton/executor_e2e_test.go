@@ -177,6 +177,7 @@ command = "echo > started; read line < release; echo finished > finished; echo r
 // a fake harness over a real WebSocket: registration with the config's
 // tools, tool calls, an unknown tool, and the drain on SIGTERM.
 func TestExecutorCmdEnvironment(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "executor.toml"), e2eTools)
@@ -267,6 +268,7 @@ func TestExecutorCmdEnvironment(t *testing.T) {
 // TestExecutorCmdDrainTimeout: work still running when the drain times
 // out is stopped (its process killed) and the executor still exits 0.
 func TestExecutorCmdDrainTimeout(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "executor.toml"), e2eTools)
@@ -293,6 +295,7 @@ func TestExecutorCmdDrainTimeout(t *testing.T) {
 // TestExecutorCmdRefusedCredential exits 1 with a clear message when the
 // server refuses the credential, without printing it.
 func TestExecutorCmdRefusedCredential(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "executor.toml"), e2eTools)
 	const wrong = "bae_exc_ffffffffffffffffffffffffffffffffffffffffffffffff"
@@ -312,6 +315,7 @@ func TestExecutorCmdRefusedCredential(t *testing.T) {
 // TestExecutorCmdUsageErrors: bad flags and config files exit 2 before any
 // connection; --check validates without connecting.
 func TestExecutorCmdUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := writeFile(t, filepath.Join(dir, "good.toml"), e2eTools)
 	bad := writeFile(t, filepath.Join(dir, "bad.toml"), "[[tools]]\nname = \"t\"\ncommand = [\"true\"]\nshell = 1\n")

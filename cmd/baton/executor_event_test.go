@@ -14,6 +14,7 @@ import (
 // executor.event, attributed to the turn's driver, before the call's
 // result, and live subscribers see it.
 func TestExecutorToolEvent(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	h.executor(t, "exe_events", textTool("build", func(ctx context.Context, c exsdk.Call) (exsdk.Result, error) {
 		if err := c.Event("build.log", map[string]string{"line": "compiling"}); err != nil {

@@ -19,6 +19,7 @@ import (
 // TestExecutorCmdFilesConfig: [files] of executor.toml, its defaults and
 // its errors.
 func TestExecutorCmdFilesConfig(t *testing.T) {
+	t.Parallel()
 	c, err := parseExecConfig("x.toml", []byte("[files]\nroot = \"/srv/mnt\"\nmode = \"sync\"\nsync_interval = \"30s\"\nallow_other = true\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestExecutorCmdFilesConfig(t *testing.T) {
 // capabilities.fs and serves fs.unmount; a relative root is taken from
 // --work-dir.
 func TestExecutorCmdFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "executor.toml"), "[process]\n[files]\nroot = \"mnt\"\nmode = \"sync\"\n")
 

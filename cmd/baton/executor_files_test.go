@@ -47,6 +47,7 @@ func fsMounts(n *execNet) []fsMount {
 // writes reaches the client once the sandbox stops (fs.unmount with
 // flush before session.stop).
 func TestExecutorShellFilesEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{exsdk.MountSync, exsdk.MountFUSE} {
 		t.Run(mode, func(t *testing.T) { shellFiles(t, mode) })
 	}
@@ -174,6 +175,7 @@ func sandboxExec(t *testing.T, s *server, sid, sk, command string) baton.ExecRes
 // files are mounted in a directory of its own, and each sandbox's
 // commands run there, seeing only its own session's files.
 func TestExecutorShellFilesTwoSessions(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{exsdk.MountSync, exsdk.MountFUSE} {
 		t.Run(mode, func(t *testing.T) { twoSessionFiles(t, mode) })
 	}
@@ -252,6 +254,7 @@ func twoSessionFiles(t *testing.T, mode string) {
 // the file service takes), once; closing the session unmounts them with
 // flush before session.close.
 func TestBrainFilesEndToEnd(t *testing.T) {
+	t.Parallel()
 	b := newBrainServer(t)
 	cfg := b.config()
 	cfg.Files = &exsdk.FileMounts{Root: t.TempDir(), Mode: exsdk.MountSync, SyncInterval: time.Hour}

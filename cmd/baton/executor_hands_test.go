@@ -100,6 +100,7 @@ func blockText(b map[string]any) string {
 // model gets both results without the turn pausing; the log records each
 // call and result.
 func TestExecutorToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	var started sync.WaitGroup
 	started.Add(2)
@@ -185,6 +186,7 @@ func TestExecutorToolRoundTrip(t *testing.T) {
 // the sessions (least loaded first), and a tool both serve is advertised
 // once.
 func TestExecutorTwoInEnvironment(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	who := func(name string) exsdk.Tool {
 		return textTool("who", func(context.Context, exsdk.Call) (exsdk.Result, error) { return exsdk.TextResult(name), nil })
@@ -218,6 +220,7 @@ func TestExecutorTwoInEnvironment(t *testing.T) {
 // gone when the model calls its tool: the model gets an error result
 // that says so, and the turn goes on.
 func TestExecutorToolWithoutExecutor(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_gone", textTool("lookup", func(context.Context, exsdk.Call) (exsdk.Result, error) {
 		return exsdk.TextResult("never"), nil
@@ -254,6 +257,7 @@ func TestExecutorToolWithoutExecutor(t *testing.T) {
 // tool runs; the tool finishes offline, the executor reconnects and
 // resumes, and the model gets exactly one result, from one run.
 func TestExecutorKilledMidCall(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
@@ -294,6 +298,7 @@ func TestExecutorKilledMidCall(t *testing.T) {
 // when it does not come back within the resume window the pending call
 // fails and the model is told why.
 func TestExecutorLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t, "BATON_EXECUTOR_HEARTBEAT_INTERVAL", "200ms", "BATON_EXECUTOR_RESUME_WINDOW", "300ms")
 	started := make(chan struct{})
 	h.executor(t, "exe_silent", textTool("wait", func(ctx context.Context, c exsdk.Call) (exsdk.Result, error) {
@@ -317,6 +322,7 @@ func TestExecutorLeaseExpiry(t *testing.T) {
 // TestExecutorCredentialRevoked: revoking a credential closes its live
 // connections with 4001, and an SDK executor using it stops for good.
 func TestExecutorCredentialRevoked(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_rev", textTool("x", func(context.Context, exsdk.Call) (exsdk.Result, error) { return exsdk.TextResult("x"), nil }))
 
@@ -362,6 +368,7 @@ func TestExecutorCredentialRevoked(t *testing.T) {
 // restarts are drained and closed with 1001, not retired: they reconnect
 // to the restarted server and serve its sessions.
 func TestExecutorServerRestart(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_restart", textTool("ping", func(context.Context, exsdk.Call) (exsdk.Result, error) {
 		return exsdk.TextResult("pong"), nil
@@ -422,6 +429,7 @@ func TestExecutorServerRestart(t *testing.T) {
 // and one whose turn is cancelled, end with an error result; either way
 // the executor is told (tool.cancel) and its handler stops.
 func TestExecutorCallEnds(t *testing.T) {
+	t.Parallel()
 	h := newHandsServer(t, "BATON_EXECUTOR_CALL_TIMEOUT", "300ms")
 	started, stopped := make(chan string, 2), make(chan string, 2)
 	// The handler's own deadline (timeout_ms) ends with the server's; its
@@ -477,6 +485,7 @@ func TestExecutorCallEnds(t *testing.T) {
 // (Go durations or whole seconds), with defaults, and bad values are
 // configuration errors that name the variable.
 func TestExecutorHubConfig(t *testing.T) {
+	t.Parallel()
 	c, err := loadServeConfig(envFunc(map[string]string{}), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // TestExecutorCmdToolCancelKillsGroup: cancelling a call kills what its command
 // started in the background too, not only the command.
 func TestExecutorCmdToolCancelKillsGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "pid")
 	makeFIFO(t, fifo)

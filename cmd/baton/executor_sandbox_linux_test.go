@@ -13,6 +13,7 @@ import (
 // sandboxes (busybox rootfs): a session's commands share its sandbox,
 // another session gets its own, and the host's work dir stays out.
 func TestExecutorCmdIsolatedShell(t *testing.T) {
+	t.Parallel()
 	rootfs := busyboxRootfs(t)
 	h := executortest.New(t)
 	dir := t.TempDir()

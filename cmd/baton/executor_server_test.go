@@ -26,6 +26,7 @@ func executorOwner(t *testing.T, s *server, kind string) (string, string) {
 // tool in a session's turn, and a machine's builtin brain running a
 // whole turn through the server's model gateway and its shell.
 func TestExecutorCmdRealServer(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	env, envSecret := executorOwner(t, s, "environments")
 	mch, mchSecret := executorOwner(t, s, "machines")

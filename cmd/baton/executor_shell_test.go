@@ -17,6 +17,7 @@ import (
 // Auto-mode sandbox tool on an SDK executor's shell, for a profile that
 // allows the image executor:<machine_id>.
 func TestExecutorShellEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	mch, secret := s.machine("shell-host")
 	image := "executor:" + mch
@@ -144,6 +145,7 @@ func (f *fakeRunner) Cleanup(context.Context) (int, error) { return 0, nil }
 // exists (sandbox-status shows why not), and every other image goes to
 // the local driver.
 func TestSandboxRouter(t *testing.T) {
+	t.Parallel()
 	local := &fakeRunner{}
 	r := &sandboxRouter{base: local, images: local, machines: fakeMachines{ids: map[string]bool{"mch_1": true}}}
 	ctx := context.Background()

@@ -67,6 +67,7 @@ func otherNode(t *testing.T, s *server) *auth.ExecutorTokens {
 // another node sharing the store, and checks that revocation, deleting an
 // owner and a restart do what they should.
 func TestExecutorTokensEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(env map[string]string) { env["BATON_EXECUTOR_TOKEN_TTL"] = "10m" })
 	cliEnv := map[string]string{"BAE_ADMIN_ADDR": strings.TrimPrefix(s.adminURL, "http://"), "BAE_ADMIN_TOKEN": s.adminKey}
 	admin := func(out any, args ...string) {
@@ -180,6 +181,7 @@ func TestExecutorTokensEndToEnd(t *testing.T) {
 }
 
 func TestExecutorTokenTTLConfig(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]time.Duration{"": time.Hour, "90s": 90 * time.Second, "120": 2 * time.Minute, " 2h ": 2 * time.Hour} {
 		c, err := loadServeConfig(envFunc(map[string]string{"BATON_EXECUTOR_TOKEN_TTL": v}), nil)
 		if err != nil || c.Executor.TokenTTL != want {

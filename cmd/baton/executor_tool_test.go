@@ -49,6 +49,7 @@ const textSchema = `input_schema = '{"type":"object","properties":{"text":{"type
 // TestExecutorCmdToolStdinJSON: the input reaches the command as JSON on stdin and
 // its stdout is the result; it runs in the work directory.
 func TestExecutorCmdToolStdinJSON(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := toolRunnerFor(t, dir, `command = ["sh", "-c", "cat; echo; pwd"]`)
 	res, err := r.run(context.Background(), json.RawMessage(`{"text":"hi","n":2}`))
@@ -71,6 +72,7 @@ func TestExecutorCmdToolStdinJSON(t *testing.T) {
 // TestExecutorCmdToolTemplates substitutes placeholders without letting their
 // values reach a shell as code.
 func TestExecutorCmdToolTemplates(t *testing.T) {
+	t.Parallel()
 	const evil = `'; touch pwned1; $(touch pwned2) ` + "`touch pwned3`" + ` "a b" \ {text} & | > pwned4`
 	input, _ := json.Marshal(map[string]any{"text": evil, "n": 7, "obj": map[string]int{"a": 1}, "gone": nil})
 	cases := []struct {
@@ -102,6 +104,7 @@ func TestExecutorCmdToolTemplates(t *testing.T) {
 // TestExecutorCmdToolFailure: a non-zero exit is an is_error result with stderr; a
 // missing program too.
 func TestExecutorCmdToolFailure(t *testing.T) {
+	t.Parallel()
 	r := toolRunnerFor(t, t.TempDir(), `command = "echo partial; echo broken >&2; exit 3"`)
 	res, err := r.run(context.Background(), nil)
 	if err != nil {
@@ -120,6 +123,7 @@ func TestExecutorCmdToolFailure(t *testing.T) {
 // TestExecutorCmdToolTimeout stops a command at its timeout with an is_error result
 // that keeps its output so far.
 func TestExecutorCmdToolTimeout(t *testing.T) {
+	t.Parallel()
 	r := toolRunnerFor(t, t.TempDir(), "command = \"echo started; exec sleep 60\"\ntimeout = \"200ms\"\n")
 	start := time.Now()
 	res, err := r.run(context.Background(), nil)
@@ -136,6 +140,7 @@ func TestExecutorCmdToolTimeout(t *testing.T) {
 
 // TestExecutorCmdToolOutputCap keeps max_output bytes of stdout and says so.
 func TestExecutorCmdToolOutputCap(t *testing.T) {
+	t.Parallel()
 	r := toolRunnerFor(t, t.TempDir(), "command = \"head -c 100000 /dev/zero | tr '\\\\0' a\"\nmax_output = 10\n")
 	res, err := r.run(context.Background(), nil)
 	if err != nil || res.IsError {
@@ -148,6 +153,7 @@ func TestExecutorCmdToolOutputCap(t *testing.T) {
 
 // TestExecutorCmdToolCancel returns the context's error when the call is cancelled.
 func TestExecutorCmdToolCancel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "started")
 	makeFIFO(t, fifo)

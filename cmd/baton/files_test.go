@@ -34,6 +34,7 @@ const filesWait = 30 * time.Second
 // session's files — synced, and through FUSE where it can mount — for
 // the client to read back through /api/v1/sessions/{id}/files.
 func TestSessionFilesEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(env map[string]string) {
 		env["BATON_MAX_FILE_BYTES"] = "4096"
 		env["BATON_MAX_ARTIFACT_BYTES"] = "64"

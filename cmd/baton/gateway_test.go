@@ -164,6 +164,7 @@ func allEvents(t *testing.T, sess *client.Session) []client.Event {
 // chain (failover on a 500) and are logged on the session, attributed to
 // the driver; the credentials end with the turn.
 func TestGatewayModelCalls(t *testing.T) {
+	t.Parallel()
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata
@@ -338,6 +339,7 @@ func pastModelToken(t *testing.T, s *server, sessionID, turnID, machineID string
 // tools through the tools endpoint with the Go SDK's MCP client; the call
 // is logged like a server turn's; the token ends with the turn.
 func TestGatewaySessionTools(t *testing.T) {
+	t.Parallel()
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata
@@ -437,6 +439,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // driver's Auto-mode sandbox tool is offered to the brain (before the MCP
 // tools) and runs in the sandbox, logged like a server turn's call.
 func TestGatewaySandboxTool(t *testing.T) {
+	t.Parallel()
 	docker := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	g := newGatewayServer(t, map[string]any{
 		"available_sandboxes": []string{"alpine:3"}, "allowed_tools": []string{client.ShellCommandTool},

@@ -60,6 +60,7 @@ func idemSetup(t *testing.T, mutate ...func(map[string]string)) (*server, string
 }
 
 func TestIdempotentOpenAcrossRestart(t *testing.T) {
+	t.Parallel()
 	s, key := idemSetup(t)
 	idem := map[string]string{"Idempotency-Key": "open-1"}
 	first := hcall(t, "POST", s.clientURL+"/api/v1/sessions", key, openBody, idem)
@@ -124,6 +125,7 @@ func TestIdempotentOpenAcrossRestart(t *testing.T) {
 }
 
 func TestIdempotentConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
 	s, key := idemSetup(t)
 	const n = 12
 	idem := map[string]string{"Idempotency-Key": "race"}
@@ -162,6 +164,7 @@ func TestIdempotentConcurrentDuplicates(t *testing.T) {
 }
 
 func TestRateLimitAndClientVersion(t *testing.T) {
+	t.Parallel()
 	s, key := idemSetup(t, func(env map[string]string) {
 		env["BATON_RATE_LIMIT"] = "0.001" // one token per ~17 minutes
 		env["BATON_RATE_BURST"] = "2"
@@ -190,6 +193,7 @@ func TestRateLimitAndClientVersion(t *testing.T) {
 }
 
 func TestLimitConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		env  map[string]string
 		code int
@@ -230,6 +234,7 @@ func TestLimitConfig(t *testing.T) {
 // case) replays the ses_ form's answer; another credential of the same
 // session is another caller.
 func TestIdempotentRegisterAcrossSpellings(t *testing.T) {
+	t.Parallel()
 	s, sess, pro := clientSession(t)
 	_, manager := s.clientKey("manager", pro)
 	body := regBody("lap", never(), rtool("echo"))
@@ -267,6 +272,7 @@ func TestIdempotentRegisterAcrossSpellings(t *testing.T) {
 // only 1 to 255 characters: non-ASCII keys work and replay, and the
 // length counts characters, not bytes. Control characters are refused.
 func TestIdempotencyKeyText(t *testing.T) {
+	t.Parallel()
 	s, sess, _ := clientSession(t)
 	path := s.clientURL + "/v1/sessions/" + sess.ID + "/clients"
 	for i, key := range []string{"é", "clé de réessai 🔁", strings.Repeat("é", 255)} {

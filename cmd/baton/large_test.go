@@ -22,6 +22,7 @@ const maxLargeRSS = 400 << 20
 // RSS stays under 400 MB: a turn repeats its message in several events
 // and in its result, and these must not all be copied into one buffer.
 func TestMemoryLargeMessages(t *testing.T) {
+	t.Parallel()
 	needProc(t)
 	if testing.Short() {
 		t.Skip("starts a real server process")
@@ -121,6 +122,7 @@ func rpcResultSize(t *testing.T, base, sid, key, body string) int {
 // sends its limit as max_frame_bytes), every turn's reply arrives whole,
 // and the log keeps the whole events.
 func TestSDKOutgrowsFrameLimit(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, benchWarn)
 	key := benchKey(s)
 	ctx := context.Background()

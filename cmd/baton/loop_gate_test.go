@@ -21,6 +21,7 @@ import (
 // The timeout is an hour, so only an immediate admission finishes within
 // the tests' bound.
 func TestLoopGateQueuedOwner(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock"), "BAE_TURN_TIMEOUT", "3600"))

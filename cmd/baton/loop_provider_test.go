@@ -23,6 +23,7 @@ import (
 // provider_call_failed; when every provider fails the SDK returns
 // ProvidersFailedError and the session is in error.
 func TestLoopFailover(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	unsetToken := "\n[[providers.entries]]\nname = \"nokey\"\nprovider = \"anthropic\"\nmodel = \"m\"\nauth_token = \"${BATON_TEST_NEVER_SET}\"\n"
@@ -139,6 +140,7 @@ func TestLoopFailover(t *testing.T) {
 // on the same provider after the delay its Retry-After asks for, longer
 // than the engine's own backoff.
 func TestLoopProviderRetryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock"), "BATON_PROVIDER_RETRIES", "1"))
@@ -178,6 +180,7 @@ func TestLoopProviderRetryHonoursRetryAfter(t *testing.T) {
 // a restart; after re-registering, the owner's tool result resumes it, and
 // the parked server result (rebuilt from the log) is merged in order.
 func TestLoopRestartResumesPausedTurn(t *testing.T) {
+	t.Parallel()
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "mock", "allowed_tools": []string{"get_time"}})
@@ -233,6 +236,7 @@ func TestLoopRestartResumesPausedTurn(t *testing.T) {
 // stay in the history of later turns (BAE forgets them), the profile's
 // system prompt is sent, and max_iterations caps a turn's provider calls.
 func TestLoopTranscriptSystemPromptAndIterationCap(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))

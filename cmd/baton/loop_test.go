@@ -24,6 +24,7 @@ import (
 // handler and its result reaches the model; two calls in one message run
 // and both results go back in tool_use order.
 func TestLoopHarnessToolRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s := startServer(t)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "allowed_tools": []string{"get_time", "get_date"}})
@@ -87,6 +88,7 @@ func TestLoopHarnessToolRoundTrip(t *testing.T) {
 // then C send; B runs only after A's turn ended and C only after B's, and
 // B's stream carries nothing but its own turn.
 func TestLoopFIFOQueue(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
@@ -177,6 +179,7 @@ func TestLoopFIFOQueue(t *testing.T) {
 // completes the abandoned exchange with synthesized error results, and the
 // abandonment is logged against the old owner.
 func TestLoopAbandonmentTimer(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock"), "BAE_TURN_TIMEOUT", "1"))
@@ -262,6 +265,7 @@ func TestLoopAbandonmentTimer(t *testing.T) {
 // that gives up a cancelled turn with content that is neither a string
 // nor a block array (null included).
 func TestLoopResumeMergeErrors(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	result := func(id string) map[string]any {
 		return map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok"}
@@ -341,6 +345,7 @@ func TestLoopResumeMergeErrors(t *testing.T) {
 // from the last event it saw gets the reply, and the next turn's history
 // holds it.
 func TestLoopClientDisconnectKeepsTurn(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
@@ -412,6 +417,7 @@ func TestLoopClientDisconnectKeepsTurn(t *testing.T) {
 // cancelling a paused turn makes the next message answer the pending client
 // calls with error results.
 func TestLoopCancelTurn(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
@@ -498,6 +504,7 @@ func TestLoopCancelTurn(t *testing.T) {
 // session ends every subscription cleanly — also one opened afterwards
 // (BAE hangs).
 func TestLoopSubscribe(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
@@ -608,6 +615,7 @@ func TestLoopSubscribe(t *testing.T) {
 // TestLoopUpdateClientToolsNextTurn: new tool declarations are advertised
 // from the next turn; the running turn keeps its snapshot.
 func TestLoopUpdateClientToolsNextTurn(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))

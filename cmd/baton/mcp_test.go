@@ -3,9 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/baton-engine/baton/internal/testkit"
 	"github.com/baton-engine/baton/mcp/mcptest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -14,11 +14,11 @@ import (
 // tools, a model call runs on the server with the documented events, and
 // after a restart the next turn connects again (BAE loses MCP instead).
 func TestMCPStdioTool(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	cfg := testConfig + `
 [[mcp.servers]]
 name = "local"
@@ -26,11 +26,7 @@ transport = "stdio"
 command = "/usr/bin/env"
 args = ["` + mcptest.EnvServe + `=1", "${TEST_MCP_EXE}"]
 `
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := baseEnv(dir)
-	env["TEST_MCP_EXE"] = exe
+	dir, env := prepare(t, testkit.Config{ConfigFile: cfg, Env: map[string]string{"TEST_MCP_EXE": exe}})
 	s := runServer(t, dir, env)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "mcp_servers": []string{"local", "missing"}})
 	_, key := s.clientKey("k", pro)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/baton-engine/baton/internal/testkit"
 )
 
 // maxIdleRSS is the resident memory an idle `baton serve` may keep after
@@ -25,6 +27,7 @@ const maxIdleRSS = 40 << 20
 // race detector, whose shadow memory alone exceeds the budget, the child
 // is a baton binary built without it.
 func TestIdleServeMemory(t *testing.T) {
+	t.Parallel()
 	needProc(t)
 	var srv *child
 	var adminKey string
@@ -78,12 +81,7 @@ func plainBatonPath(t *testing.T) string {
 func startPlainServe(t *testing.T) (*child, string, string) {
 	t.Helper()
 	bin := plainBatonPath(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := baseEnv(dir)
-	env["BAE_LOG"] = "info"
+	_, env := prepare(t, testkit.Config{ConfigFile: testConfig, Log: "info"})
 	srv := startServeCmd(t, exec.Command(bin, "serve"), env)
 	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
 	if err != nil {

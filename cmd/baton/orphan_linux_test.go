@@ -18,6 +18,7 @@ import (
 	"github.com/baton-engine/baton/client"
 	"github.com/baton-engine/baton/client/executor"
 	"github.com/baton-engine/baton/client/executor/executortest"
+	"github.com/baton-engine/baton/internal/testkit"
 	"github.com/baton-engine/baton/mcp/mcptest"
 )
 
@@ -162,6 +163,7 @@ func killBaton(t *testing.T, cmd *exec.Cmd) {
 // SIGKILL while a tool command, a process.exec shell and a CLI agent each
 // run a shell with a background grandchild: all of them die with it.
 func TestExecutorCmdDeathKillsCommands(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, mode, id, config string
 		start                  func(t *testing.T, c *executortest.Conn, h *executortest.Harness)
@@ -210,6 +212,7 @@ func TestExecutorCmdDeathKillsCommands(t *testing.T) {
 // background sleep, then became the server) and a remote subagent running
 // in a process sandbox: every process below the server dies with it.
 func TestServeDeathKillsChildren(t *testing.T) {
+	t.Parallel()
 	rootfs := busyboxRootfs(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -224,14 +227,9 @@ transport = "stdio"
 command = "/bin/sh"
 args = ["-c", 'sleep 300 & echo $! > ` + mcpPid + `; exec /usr/bin/env ` + mcptest.EnvServe + `=1 "$0"', "${TEST_MCP_EXE}"]
 `
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := baseEnv(dir)
-	env["BAE_LOG"] = "info"
-	env["TEST_MCP_EXE"] = exe
-	env["BAE_SANDBOX_DRIVER"] = "process"
-	env["BATON_SANDBOX_ROOTFS_DIR"] = rootfs
+	_, env := prepare(t, testkit.Config{Dir: dir, ConfigFile: cfg, Log: "info", Env: map[string]string{
+		"TEST_MCP_EXE": exe, "BAE_SANDBOX_DRIVER": "process", "BATON_SANDBOX_ROOTFS_DIR": rootfs,
+	}})
 	ch := startChild(t, env)
 	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
 	if err != nil {

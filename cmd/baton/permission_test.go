@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/baton-engine/baton/client/executor/executortest"
+	"github.com/baton-engine/baton/internal/testkit"
 )
 
 // looseDataDir returns the environment of a server whose data directory
@@ -20,10 +21,7 @@ func looseDataDir(t *testing.T) (env map[string]string, dir, db string) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bae-config.toml"), []byte(testConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env = baseEnv(dir)
+	_, env = prepare(t, testkit.Config{Dir: dir, ConfigFile: testConfig})
 	db = env["BAE_DB_PATH"]
 	if code, _, errOut := runCLI(t, env, "migrate"); code != 0 {
 		t.Fatalf("migrate: exit %d: %s", code, errOut)
@@ -51,6 +49,7 @@ func wantMode(t *testing.T, path string, want os.FileMode) {
 // directory and database logs a warning naming each path and the chmod
 // that fixes it, and changes no mode itself.
 func TestServeWarnsAboutLooseDataFiles(t *testing.T) {
+	t.Parallel()
 	env, dir, db := looseDataDir(t)
 	s := runServer(t, dir, env)
 	s.stop()
@@ -75,6 +74,7 @@ func TestServeWarnsAboutLooseDataFiles(t *testing.T) {
 // TestServeCheckWarnsAboutLooseDataFiles: `serve --check` reports the same
 // findings as warnings and still exits 0.
 func TestServeCheckWarnsAboutLooseDataFiles(t *testing.T) {
+	t.Parallel()
 	env, dir, db := looseDataDir(t)
 	if err := os.WriteFile(env["BAE_ADMIN_KEY_FILE"], []byte("bae_adm_x\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -103,6 +103,7 @@ func TestServeCheckWarnsAboutLooseDataFiles(t *testing.T) {
 // TestServeQuietOnPrivateDataFiles: a fresh server, whose data directory
 // it creates, reports nothing, nor does --check on what it created.
 func TestServeQuietOnPrivateDataFiles(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(env map[string]string) {
 		env["BAE_DB_PATH"] = filepath.Join(filepath.Dir(env["BAE_DB_PATH"]), "data", "bae.db")
 	})
@@ -120,6 +121,7 @@ func TestServeQuietOnPrivateDataFiles(t *testing.T) {
 // TestExecutorCmdCreatesPrivateWorkDir: a missing --work-dir is created
 // 0700 (commands, synced files and sandbox state live there).
 func TestExecutorCmdCreatesPrivateWorkDir(t *testing.T) {
+	t.Parallel()
 	h := executortest.New(t)
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "executor.toml"), e2eTools)
 	work := filepath.Join(t.TempDir(), "work")
@@ -132,6 +134,7 @@ func TestExecutorCmdCreatesPrivateWorkDir(t *testing.T) {
 }
 
 func TestShellQuote(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/var/lib/bae/bae.db": "/var/lib/bae/bae.db",
 		"/d/my data/x.db":     "'/d/my data/x.db'",

@@ -12,6 +12,7 @@ import (
 // updateClientTools are answered with BAE's texts, which are serde's
 // messages (never Go type names).
 func TestRPCParamsErrors(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t, "get_time")
 	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
@@ -60,6 +61,7 @@ func TestRPCParamsErrors(t *testing.T) {
 // TestRPCClientToolResultPayload: a client tool_result block is recorded
 // with its tool_use_id as sent, of any JSON type, or null when it has none.
 func TestRPCClientToolResultPayload(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
@@ -99,6 +101,7 @@ func TestRPCClientToolResultPayload(t *testing.T) {
 // (as on an open session) until an unsubscribe; a DELETE of the session
 // ends it as closed.
 func TestRPCSubscribeErrorSession(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t, "get_time")
 	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})

@@ -162,6 +162,7 @@ func notificationTypes(t *testing.T, frames []*frame) []string {
 }
 
 func TestRPCFraming(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	tests := []struct {
@@ -210,6 +211,7 @@ func TestRPCScriptedTurnAndClientTool(t *testing.T) { testScriptedTurn(t) }
 
 // TestRPCScriptedTurnOnPostgres runs the session loop on PostgreSQL.
 func TestRPCScriptedTurnOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := postgresSchema(t)
 	testScriptedTurn(t, func(env map[string]string) { env["BATON_DATABASE_URL"] = dsn })
 }
@@ -288,6 +290,7 @@ func testScriptedTurn(t *testing.T, mutate ...func(map[string]string)) {
 }
 
 func TestRPCSubscribeReplayLiveAndEnd(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
@@ -336,6 +339,7 @@ func TestRPCSubscribeReplayLiveAndEnd(t *testing.T) {
 }
 
 func TestRPCSandboxAndSubagentMethods(t *testing.T) {
+	t.Parallel()
 	// No Docker engine answers: starting a sandbox fails (see sandbox_test.go
 	// for the driver at work).
 	s := startServer(t, func(env map[string]string) { env["BATON_DOCKER_SOCKET"] = "/nonexistent/docker.sock" })
@@ -422,6 +426,7 @@ func TestRPCSandboxAndSubagentMethods(t *testing.T) {
 // instead of as a chunked stream (one write, and the connection is
 // reusable as soon as the frame is read).
 func TestRPCSingleResponseIsOneWrite(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	req, _ := http.NewRequest("POST", s.clientURL+"/api/v1/sessions/"+sid+"/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"session.registerDriver"}`))
@@ -445,6 +450,7 @@ func TestRPCSingleResponseIsOneWrite(t *testing.T) {
 // newlines between its tokens never puts a raw newline inside an NDJSON
 // frame (provider.request notices repeat it, in this turn and the next).
 func TestRPCPrettyContentKeepsFramesOnOneLine(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	rpcResult(t, s, sid, sk, "session.registerDriver", nil)

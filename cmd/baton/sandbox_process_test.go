@@ -19,6 +19,7 @@ import (
 // Auto-mode sandbox tool through a real server with the process driver
 // over a busybox rootfs.
 func TestProcessSandboxEndToEnd(t *testing.T) {
+	t.Parallel()
 	rootfs := busyboxRootfs(t)
 	var leftover string
 	s := startServer(t, func(env map[string]string) {

@@ -13,6 +13,7 @@ import (
 // TestDockerSandboxEndToEnd runs the remote sandbox RPCs, an Auto-mode
 // sandbox tool and close against a fake Docker engine on a unix socket.
 func TestDockerSandboxEndToEnd(t *testing.T) {
+	t.Parallel()
 	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	sock := eng.Start(t)
 	// A sandbox left behind by an earlier (crashed) run of this server is
@@ -115,6 +116,7 @@ func TestDockerSandboxEndToEnd(t *testing.T) {
 // how many bytes are missing, within the 1 MiB, and never splits a
 // character.
 func TestDockerSandboxExecOutputCap(t *testing.T) {
+	t.Parallel()
 	const mib = 1 << 20
 	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}, Exec: func(cmd []string) sandboxtest.Script {
 		switch cmd[2] {
@@ -167,6 +169,7 @@ func tail(s string) string {
 // TestDockerSandboxCleanupAtStart: this server's sandboxes left by a
 // crashed run are removed when it starts again, and at shutdown.
 func TestDockerSandboxCleanupAtStart(t *testing.T) {
+	t.Parallel()
 	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	sock := eng.Start(t)
 	s, _, _ := dockerSandboxSession(t, sock)

@@ -54,6 +54,7 @@ func (rt *retarget) RoundTrip(req *http.Request) (*http.Response, error) {
 // driver registration. Send registers again, sends the same results, and
 // ends with the model's reply built on them; nothing is abandoned.
 func TestSDKSendSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s := startServer(t)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script", "allowed_tools": []string{"get_time"}})
@@ -107,6 +108,7 @@ func TestSDKSendSurvivesRestart(t *testing.T) {
 // session; the handle stops (Done closes) and Err reports the 401
 // instead of reconnecting forever.
 func TestSDKRegisteredClientStopsWhenKeyRevoked(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s := startServer(t)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script"})

@@ -51,6 +51,7 @@ func eventLines(t *testing.T, evs []client.Event, prefix string, replace ...stri
 }
 
 func TestSDKFileAndHostShellTools(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s := startServer(t)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script",
@@ -93,6 +94,7 @@ func quoteJSON(s string) string {
 }
 
 func TestSDKRemoteShellTools(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	eng := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	sock := eng.Start(t)
@@ -147,6 +149,7 @@ func TestSDKRemoteShellTools(t *testing.T) {
 }
 
 func TestSDKLocalSubagent(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s := startServer(t)
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "script",

@@ -10,6 +10,7 @@ import (
 )
 
 func TestLoadFileConfig(t *testing.T) {
+	t.Parallel()
 	c, err := loadFileConfig(envFunc(map[string]string{}))
 	if err != nil {
 		t.Fatal(err)

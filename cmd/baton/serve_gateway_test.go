@@ -19,6 +19,7 @@ func (m memSettings) EnsureSetting(_ context.Context, name, value string) (strin
 // TestPublicURL: BATON_PUBLIC_URL must be a client origin; unset, the
 // listener's URL is used.
 func TestPublicURL(t *testing.T) {
+	t.Parallel()
 	for v, ok := range map[string]bool{
 		"":                               true,
 		"https://baton.example.com":      true,

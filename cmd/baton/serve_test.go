@@ -9,6 +9,7 @@ import (
 )
 
 func TestCommandLineExitCodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	badToml := filepath.Join(dir, "bad.toml")
 	os.WriteFile(badToml, []byte("[providers]\nentries = [\n"), 0o600)
@@ -65,6 +66,7 @@ func TestCommandLineExitCodes(t *testing.T) {
 }
 
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "sub", "bae.db")
 	code, out, errOut := runCLI(t, map[string]string{"BAE_DB_PATH": db}, "migrate")
@@ -80,6 +82,7 @@ func TestMigrate(t *testing.T) {
 }
 
 func TestAdminKeyFileBootstrapAndRotation(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	fi, err := os.Stat(s.env["BAE_ADMIN_KEY_FILE"])
 	if err != nil {
@@ -114,6 +117,7 @@ func TestAdminKeyFileBootstrapAndRotation(t *testing.T) {
 }
 
 func TestDisabledAdminAuth(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, func(env map[string]string) { env["BAE_DANGEROUSLY_DISABLE_ADMIN_AUTH"] = "1" })
 	mustStatus(t, call(t, "GET", s.adminURL+"/admin/v1/profiles", "", nil), 200)
 	if !strings.Contains(s.stderr.String(), "admin API authentication is DISABLED") {
@@ -126,6 +130,7 @@ func TestDisabledAdminAuth(t *testing.T) {
 
 // TestTuneGC: the server raises the GC target unless GOGC is set.
 func TestTuneGC(t *testing.T) {
+	t.Parallel()
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	tuneGC(func(string) string { return "" })

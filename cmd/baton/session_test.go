@@ -14,6 +14,7 @@ func TestSessionLifecycleEndToEnd(t *testing.T) { testSessionLifecycle(t) }
 // TestSessionLifecycleOnPostgres runs the same flow with the server on
 // PostgreSQL (BATON_DATABASE_URL) when BATON_TEST_POSTGRES_DSN is set.
 func TestSessionLifecycleOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := postgresSchema(t)
 	testSessionLifecycle(t, func(env map[string]string) { env["BATON_DATABASE_URL"] = dsn })
 }
@@ -116,6 +117,7 @@ func testSessionLifecycle(t *testing.T, mutate ...func(map[string]string)) {
 }
 
 func TestOpenAndJoinChecks(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "script", "allowed_tools": []any{"get_time", 7}})
 	proB := s.profile(map[string]any{"name": "other", "primary_provider": "script"})
@@ -203,6 +205,7 @@ func TestOpenAndJoinChecks(t *testing.T) {
 }
 
 func TestFrameworkRejections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "script"})
 	_, k := s.clientKey("a", pro)
@@ -249,6 +252,7 @@ func TestFrameworkRejections(t *testing.T) {
 }
 
 func TestRevocationCascade(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "script"})
 	aID, a := s.clientKey("a", pro)

@@ -22,6 +22,7 @@ import (
 // and one whose command cannot be started each end once, as failed, and
 // free the slot for the next launch.
 func TestProcessSandboxSubagentEnds(t *testing.T) {
+	t.Parallel()
 	rootfs := busyboxRootfs(t)
 	s := startServer(t, func(env map[string]string) {
 		env["BAE_SANDBOX_DRIVER"] = "process"

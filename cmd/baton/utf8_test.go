@@ -35,6 +35,7 @@ func mustStrictEvents(t *testing.T, s *server, sid, key string) {
 // with id null (serde_json refuses the body while parsing it), and no
 // message is stored.
 func TestRPCInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	sid, sk, _ := s.scriptedSession(t)
 	rpcResult(t, s, sid, sk, "session.registerDriver", map[string]any{})
@@ -68,6 +69,7 @@ func TestRPCInvalidUTF8(t *testing.T) {
 // TestRESTInvalidUTF8: a REST body (client and admin port) is refused with
 // the plain-text 400 of malformed JSON.
 func TestRESTInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "utf8", "primary_provider": "script"})
 	_, k := s.clientKey("c", pro)
@@ -97,6 +99,7 @@ func TestRESTInvalidUTF8(t *testing.T) {
 // valid UTF-8 is 400 invalid_request and does not answer the call; the
 // valid result that follows does, and the log stays strict JSON.
 func TestClientResultInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	ctx := loopCtx(t)
 	s, sess, _ := clientSession(t)
 	base := "/v1/sessions/" + sess.ID + "/clients"
