@@ -23,7 +23,7 @@ func TestAgentStartLostWithConnection(t *testing.T) {
 	var first proto.TurnStartParams
 	x.expect(proto.MethodTurnStart, &first) // taken; the answer is lost
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 
 	y, res := e.agentRegister(t, "exe_a", proto.AgentCapability{}, &proto.Resume{ExecutorID: "exe_a",
 		ActiveSessions: []proto.SessionEpoch{{SessionID: "ses_1", Epoch: first.Metadata.Epoch}}})
@@ -55,7 +55,7 @@ func TestAgentStartLostSessionGone(t *testing.T) {
 	done := e.startAsync(turnOf("ses_1", "trn_1"))
 	x.expect(proto.MethodTurnStart, nil)
 	x.kill()
-	e.clock.waitArmed(t, window)
+	e.clock.WaitArmed(t, window)
 	e.agentExecutor(t, "exe_a", proto.AgentCapability{}, &proto.Resume{ExecutorID: "exe_a"})
 	if err := wait(t, done); !errors.Is(err, ErrDetached) {
 		t.Fatalf("StartTurn: %v, want ErrDetached", err)
