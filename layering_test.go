@@ -33,6 +33,7 @@ var layers = map[string]rule{
 	"internal/proc":            stdOnly(),   // std-only, so the SDK may use it
 	"internal/clocktest":       stdOnly(""), // test clocks of baton.Clock
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
+	"internal/testkit":         stdOnly(), // the end-to-end harness; the command is injected
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),
 	"executor/proto":           stdOnly(),
