@@ -69,6 +69,11 @@ type Options struct {
 	// cursor, before the event that would pass it. A page always holds at
 	// least one event, however large, so paging progresses.
 	EventPageBytes int
+	// SharedFile opens a SQLite file without its single-process lock (see
+	// ErrLocked), so that it is neither refused by nor refuses another
+	// handle: for tests and inspection tools that knowingly open a file a
+	// running server holds. Ignored on PostgreSQL.
+	SharedFile bool
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -89,6 +94,7 @@ type DB struct {
 
 	pageBytes int // payload byte budget of an Events page
 
+	lock *fileLock // SQLite: held for the store's life (lock.go)
 }
 
 var _ baton.Store = (*DB)(nil)
@@ -114,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 		err = db.openPostgres(ctx, opts.URL)
 	} else {
 		db.dialect = DialectSQLite
-		err = db.openSQLite(ctx, opts.URL)
+		err = db.openSQLite(ctx, opts.URL, !opts.SharedFile)
 	}
 	if err != nil {
 		return nil, err
@@ -207,13 +213,20 @@ func sqlitePath(url string) (base, query, path string, err error) {
 	return base, query, path, nil
 }
 
-func (db *DB) openSQLite(ctx context.Context, url string) error {
+func (db *DB) openSQLite(ctx context.Context, url string, lock bool) error {
 	base, query, path, err := sqlitePath(url)
 	if err != nil {
 		return err
 	}
 	if err := createPrivate(path); err != nil {
 		return err
+	}
+	if lock {
+		// Before SQLite opens the file: a second process fails at once
+		// rather than after a busy timeout, or worse, not at all.
+		if db.lock, err = lockFile(path); err != nil {
+			return err
+		}
 	}
 	dsn := func(params string) string {
 		if query != "" {
@@ -223,6 +236,7 @@ func (db *DB) openSQLite(ctx context.Context, url string) error {
 	}
 	w, err := sql.Open("sqlite", dsn(sqliteWriteParams))
 	if err != nil {
+		db.closeDBs()
 		return fmt.Errorf("store: open sqlite: %w", err)
 	}
 	w.SetMaxOpenConns(1)
@@ -370,6 +384,7 @@ func (db *DB) closeDBs() error {
 	if db.write != nil && db.write != db.read {
 		errs = append(errs, db.write.Close())
 	}
+	errs = append(errs, db.lock.release()) // last: the connections are closed
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
@@ -378,8 +393,8 @@ func (db *DB) closeDBs() error {
 
 // Files names what a SQLite store at url keeps on disk: the directory that
 // holds the database, then the database and the WAL, shared-memory and
-// rollback-journal files SQLite keeps beside it (each may or may not exist
-// at a given moment). A PostgreSQL URL, or one naming no file, has none.
+// rollback-journal files SQLite keeps beside it, and the store's lock file
+// (each may or may not exist at a given moment). A PostgreSQL URL, or one naming no file, has none.
 func Files(url string) (dir string, files []string) {
 	if isPostgres(url) {
 		return "", nil
@@ -388,5 +403,5 @@ func Files(url string) (dir string, files []string) {
 	if err != nil {
 		return "", nil
 	}
-	return filepath.Dir(path), []string{path, path + "-wal", path + "-shm", path + "-journal"}
+	return filepath.Dir(path), []string{path, path + "-wal", path + "-shm", path + "-journal", lockPath(path)}
 }

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		crashChild(path) // never returns
 	}
+	if path := os.Getenv(lockChildEnv); path != "" {
+		lockChild(path) // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 
