@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/baton-engine/baton"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -74,6 +75,14 @@ type Options struct {
 	// handle: for tests and inspection tools that knowingly open a file a
 	// running server holds. Ignored on PostgreSQL.
 	SharedFile bool
+	// NodeID, when set on PostgreSQL, turns on cluster mode (see the
+	// package doc): appends are fenced by this node's session leases
+	// (Own, Disown), each commit notifies the other nodes (Listener), and
+	// CreateSession of an open session takes its lease at epoch 1 for
+	// LeaseTTL (DefaultLeaseTTL when <= 0). It must be non-empty text
+	// without spaces. Ignored on SQLite, which serves one node.
+	NodeID   string
+	LeaseTTL time.Duration
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -95,6 +104,10 @@ type DB struct {
 	pageBytes int // payload byte budget of an Events page
 
 	lock *fileLock // SQLite: held for the store's life (lock.go)
+
+	channel  string        // PostgreSQL: the schema's notify channel (notify.go)
+	node     string        // cluster mode: this node's id
+	leaseTTL time.Duration // cluster mode: the lease CreateSession takes
 }
 
 var _ baton.Store = (*DB)(nil)
@@ -110,13 +123,20 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.URL == "" {
 		return nil, errors.New("store: empty URL")
 	}
-	db := &DB{url: opts.URL, log: log, pageBytes: opts.EventPageBytes}
+	db := &DB{url: opts.URL, log: log, pageBytes: opts.EventPageBytes, leaseTTL: opts.LeaseTTL}
+	if db.leaseTTL <= 0 {
+		db.leaseTTL = DefaultLeaseTTL
+	}
 	if db.pageBytes <= 0 {
 		db.pageBytes = DefaultEventPageBytes
 	}
 	var err error
 	if isPostgres(opts.URL) {
 		db.dialect = DialectPostgres
+		if opts.NodeID != "" && !validName(opts.NodeID) {
+			return nil, fmt.Errorf("store: node id %q must be 1-200 bytes without spaces", opts.NodeID)
+		}
+		db.node = opts.NodeID
 		err = db.openPostgres(ctx, opts.URL)
 	} else {
 		db.dialect = DialectSQLite
@@ -132,6 +152,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.w, err = newWriter(ctx, db.write, db.dialect == DialectSQLite, maxBatch, log)
 	if err == nil {
 		db.w.onCommit = opts.OnCommit
+		if db.node != "" {
+			db.w.fence = newFencer(db.node)
+			db.w.notify = db.channel
+		}
 		if db.ckpt != nil {
 			db.w.ckpt = newCheckpointer(db.ckpt, log)
 		}
@@ -166,6 +190,7 @@ func (db *DB) openPostgres(ctx context.Context, url string) error {
 		db.closeDBs()
 		return fmt.Errorf("store: connect postgres: %w", err)
 	}
+	db.channel = notifyChannel(schema.String)
 	h := fnv.New64a()
 	h.Write([]byte("baton migrations " + schema.String))
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
