@@ -30,6 +30,13 @@ const (
 	ECodeUnavailable                = "unavailable"
 	ECodeInternal                   = "internal"
 
+	// ECodeLeaseLost is an append refused because this node does not own
+	// the session at the epoch it holds (it never acquired the lease, or
+	// another node took it over): the caller must stop acting for the
+	// session and forward to, or wait for, the new owner. Nothing of the
+	// refused write was committed.
+	ECodeLeaseLost = "lease_lost"
+
 	// Codes of the session loop (JSON-RPC); the client API maps them to
 	// its own error codes.
 	ECodeNotOpen         = "session_not_open"          // "session is <state>, not open"

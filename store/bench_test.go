@@ -20,7 +20,26 @@ func benchDialects(b *testing.B, fn func(b *testing.B, db *DB)) {
 	b.Run("sqlite", func(b *testing.B) { fn(b, openSQLite(b)) })
 	if os.Getenv(pgEnv) != "" {
 		b.Run("postgres", func(b *testing.B) { fn(b, openPostgres(b)) })
+		// Cluster mode: every append fenced by its lease, every commit
+		// notifying; and fenced without the notify, to tell the two apart.
+		b.Run("postgres-cluster", func(b *testing.B) { fn(b, openPostgresNode(b)) })
+		b.Run("postgres-fenced", func(b *testing.B) {
+			db := openPostgresNode(b)
+			db.w.notify = ""
+			fn(b, db)
+		})
 	}
+}
+
+// openPostgresNode opens a store in cluster mode in a fresh schema;
+// sessions it creates are its own.
+func openPostgresNode(b *testing.B) *DB {
+	db, err := Open(context.Background(), Options{URL: pgSchemaURL(b), NodeID: "bench", LeaseTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func benchSessions(b *testing.B, db *DB, n int) []string {

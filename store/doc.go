@@ -49,6 +49,32 @@
 // follow a whole payload. Reads rebuild the whole payload, fetching bases
 // outside the result; callers never see a delta.
 //
+// # One process per SQLite file
+//
+// Open takes an exclusive lock on "<db>.lock" beside a SQLite database
+// and holds it until Close: a second Open of the file, from another
+// process or another handle of this one, fails at once with ErrLocked.
+// (flock(2) on unix systems, an unshared handle on Windows, none
+// elsewhere; Options.SharedFile skips it.)
+//
+// # Cluster mode
+//
+// With Options.NodeID set on PostgreSQL, several stores (nodes) share the
+// database as one Baton. Each open session is owned through a lease row
+// (session_leases: node, epoch, expires_at) that the node acquires,
+// renews and releases (AcquireLease, RenewLeases, ReleaseLease; nodes
+// register in the nodes table), its expiry judged by the database's
+// clock. The node tells the writer what it owns (Own, Disown), and every
+// append is fenced: checked in the batch's transaction against the lease
+// row, locked FOR SHARE until the commit, so a takeover (an UPDATE of the
+// row bumping the epoch) waits for in-flight appends and later ones fail
+// with baton.ECodeLeaseLost. A batch checks all its sessions with one
+// statement; if a lease moved, it reruns with savepoints so that only the
+// lost sessions' requests fail. Each committed batch also sends a
+// pg_notify in its transaction naming each session's last seq, which a
+// Listener on another node receives; after a lost connection the Listener
+// delivers a resync, since the log, not the notification, is the truth.
+//
 // # Pages
 //
 // Lists are ordered by insertion. A cursor is the decimal ordering value of

@@ -91,9 +91,9 @@ func TestFiles(t *testing.T) {
 		url, dir string
 		files    []string
 	}{
-		{"/var/lib/bae/bae.db", "/var/lib/bae", []string{"/var/lib/bae/bae.db", "/var/lib/bae/bae.db-wal", "/var/lib/bae/bae.db-shm", "/var/lib/bae/bae.db-journal"}},
-		{"file:/d/b.db?cache=private", "/d", []string{"/d/b.db", "/d/b.db-wal", "/d/b.db-shm", "/d/b.db-journal"}},
-		{"file:///d/b.db", "/d", []string{"/d/b.db", "/d/b.db-wal", "/d/b.db-shm", "/d/b.db-journal"}},
+		{"/var/lib/bae/bae.db", "/var/lib/bae", []string{"/var/lib/bae/bae.db", "/var/lib/bae/bae.db-wal", "/var/lib/bae/bae.db-shm", "/var/lib/bae/bae.db-journal", "/var/lib/bae/bae.db.lock"}},
+		{"file:/d/b.db?cache=private", "/d", []string{"/d/b.db", "/d/b.db-wal", "/d/b.db-shm", "/d/b.db-journal", "/d/b.db.lock"}},
+		{"file:///d/b.db", "/d", []string{"/d/b.db", "/d/b.db-wal", "/d/b.db-shm", "/d/b.db-journal", "/d/b.db.lock"}},
 		{"postgres://u@h/db", "", nil},
 		{":memory:", "", nil},
 	} {

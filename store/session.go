@@ -67,7 +67,9 @@ func encodeDeclarations(tools, sbx map[string][]baton.ToolDef, agents map[string
 func errNoSession(id string) error { return baton.Errorf(baton.ECodeNotFound, "no session %s", id) }
 
 // CreateSession inserts s, the session key (nil for failed-open audit rows)
-// and events in one transaction. Empty ID, State and CreatedAt are filled
+// and events in one transaction. In cluster mode an open session also gets
+// its lease, held by this node at epoch 1, in the same transaction, and
+// this node owns it (Own) once it is committed. Empty ID, State and CreatedAt are filled
 // (new id, open, now); events get s.ID as their session. ClosedAt is stored
 // as given: a failed-open audit row (state error) has none, as in BAE, since
 // it was never open.
@@ -105,6 +107,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 			d.tools, d.sbx, d.agents, formatTime(s.CreatedAt), nullTime(s.ClosedAt))
 		if err != nil {
 			return fmt.Errorf("create session: %w", err)
+		}
+		if t.w.fence != nil && s.State == baton.StateOpen {
+			// The opener owns the session from its first event on.
+			if _, err := t.exec(`INSERT INTO session_leases (session_id, node_id, epoch, expires_at)
+VALUES ($1, $2, 1, now() + $3::bigint * interval '1 microsecond')`, s.ID, t.w.fence.node, micros(db.leaseTTL)); err != nil {
+				return fmt.Errorf("create session: lease: %w", err)
+			}
+			t.claim(s.ID)
 		}
 		if key != nil {
 			if err := t.insertKey(key, scopes); err != nil {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/baton-engine/baton"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -69,6 +70,19 @@ type Options struct {
 	// cursor, before the event that would pass it. A page always holds at
 	// least one event, however large, so paging progresses.
 	EventPageBytes int
+	// SharedFile opens a SQLite file without its single-process lock (see
+	// ErrLocked), so that it is neither refused by nor refuses another
+	// handle: for tests and inspection tools that knowingly open a file a
+	// running server holds. Ignored on PostgreSQL.
+	SharedFile bool
+	// NodeID, when set on PostgreSQL, turns on cluster mode (see the
+	// package doc): appends are fenced by this node's session leases
+	// (Own, Disown), each commit notifies the other nodes (Listener), and
+	// CreateSession of an open session takes its lease at epoch 1 for
+	// LeaseTTL (DefaultLeaseTTL when <= 0). It must be non-empty text
+	// without spaces. Ignored on SQLite, which serves one node.
+	NodeID   string
+	LeaseTTL time.Duration
 }
 
 // DB is an open store. It is safe for concurrent use.
@@ -89,6 +103,11 @@ type DB struct {
 
 	pageBytes int // payload byte budget of an Events page
 
+	lock *fileLock // SQLite: held for the store's life (lock.go)
+
+	channel  string        // PostgreSQL: the schema's notify channel (notify.go)
+	node     string        // cluster mode: this node's id
+	leaseTTL time.Duration // cluster mode: the lease CreateSession takes
 }
 
 var _ baton.Store = (*DB)(nil)
@@ -104,17 +123,24 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if opts.URL == "" {
 		return nil, errors.New("store: empty URL")
 	}
-	db := &DB{url: opts.URL, log: log, pageBytes: opts.EventPageBytes}
+	db := &DB{url: opts.URL, log: log, pageBytes: opts.EventPageBytes, leaseTTL: opts.LeaseTTL}
+	if db.leaseTTL <= 0 {
+		db.leaseTTL = DefaultLeaseTTL
+	}
 	if db.pageBytes <= 0 {
 		db.pageBytes = DefaultEventPageBytes
 	}
 	var err error
 	if isPostgres(opts.URL) {
 		db.dialect = DialectPostgres
+		if opts.NodeID != "" && !validName(opts.NodeID) {
+			return nil, fmt.Errorf("store: node id %q must be 1-200 bytes without spaces", opts.NodeID)
+		}
+		db.node = opts.NodeID
 		err = db.openPostgres(ctx, opts.URL)
 	} else {
 		db.dialect = DialectSQLite
-		err = db.openSQLite(ctx, opts.URL)
+		err = db.openSQLite(ctx, opts.URL, !opts.SharedFile)
 	}
 	if err != nil {
 		return nil, err
@@ -126,6 +152,10 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	db.w, err = newWriter(ctx, db.write, db.dialect == DialectSQLite, maxBatch, log)
 	if err == nil {
 		db.w.onCommit = opts.OnCommit
+		if db.node != "" {
+			db.w.fence = newFencer(db.node)
+			db.w.notify = db.channel
+		}
 		if db.ckpt != nil {
 			db.w.ckpt = newCheckpointer(db.ckpt, log)
 		}
@@ -160,6 +190,7 @@ func (db *DB) openPostgres(ctx context.Context, url string) error {
 		db.closeDBs()
 		return fmt.Errorf("store: connect postgres: %w", err)
 	}
+	db.channel = notifyChannel(schema.String)
 	h := fnv.New64a()
 	h.Write([]byte("baton migrations " + schema.String))
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
@@ -207,13 +238,20 @@ func sqlitePath(url string) (base, query, path string, err error) {
 	return base, query, path, nil
 }
 
-func (db *DB) openSQLite(ctx context.Context, url string) error {
+func (db *DB) openSQLite(ctx context.Context, url string, lock bool) error {
 	base, query, path, err := sqlitePath(url)
 	if err != nil {
 		return err
 	}
 	if err := createPrivate(path); err != nil {
 		return err
+	}
+	if lock {
+		// Before SQLite opens the file: a second process fails at once
+		// rather than after a busy timeout, or worse, not at all.
+		if db.lock, err = lockFile(path); err != nil {
+			return err
+		}
 	}
 	dsn := func(params string) string {
 		if query != "" {
@@ -223,6 +261,7 @@ func (db *DB) openSQLite(ctx context.Context, url string) error {
 	}
 	w, err := sql.Open("sqlite", dsn(sqliteWriteParams))
 	if err != nil {
+		db.closeDBs()
 		return fmt.Errorf("store: open sqlite: %w", err)
 	}
 	w.SetMaxOpenConns(1)
@@ -370,6 +409,7 @@ func (db *DB) closeDBs() error {
 	if db.write != nil && db.write != db.read {
 		errs = append(errs, db.write.Close())
 	}
+	errs = append(errs, db.lock.release()) // last: the connections are closed
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
@@ -378,8 +418,8 @@ func (db *DB) closeDBs() error {
 
 // Files names what a SQLite store at url keeps on disk: the directory that
 // holds the database, then the database and the WAL, shared-memory and
-// rollback-journal files SQLite keeps beside it (each may or may not exist
-// at a given moment). A PostgreSQL URL, or one naming no file, has none.
+// rollback-journal files SQLite keeps beside it, and the store's lock file
+// (each may or may not exist at a given moment). A PostgreSQL URL, or one naming no file, has none.
 func Files(url string) (dir string, files []string) {
 	if isPostgres(url) {
 		return "", nil
@@ -388,5 +428,5 @@ func Files(url string) (dir string, files []string) {
 	if err != nil {
 		return "", nil
 	}
-	return filepath.Dir(path), []string{path, path + "-wal", path + "-shm", path + "-journal"}
+	return filepath.Dir(path), []string{path, path + "-wal", path + "-shm", path + "-journal", lockPath(path)}
 }

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(crashChildEnv); path != "" {
 		crashChild(path) // never returns
 	}
+	if path := os.Getenv(lockChildEnv); path != "" {
+		lockChild(path) // never returns
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -47,6 +50,13 @@ func openSQLite(t testing.TB) *DB {
 // schema is dropped at cleanup.
 func openPostgres(t testing.TB) *DB {
 	t.Helper()
+	return openURL(t, pgSchemaURL(t))
+}
+
+// pgSchemaURL creates a fresh schema in the test database and returns the
+// URL of a store in it; the schema is dropped at cleanup.
+func pgSchemaURL(t testing.TB) string {
+	t.Helper()
 	dsn := os.Getenv(pgEnv)
 	admin, err := sql.Open("pgx", dsn)
 	if err != nil {
@@ -69,12 +79,19 @@ func openPostgres(t testing.TB) *DB {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db := openURL(t, dsn+sep+"search_path="+schema)
+	url := dsn + sep + "search_path=" + schema
+	db, err := Open(context.Background(), Options{URL: url}) // migrates
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var where sql.NullString
 	if err := admin.QueryRow(`SELECT to_regclass($1)::text`, schema+".session_events").Scan(&where); err != nil || !where.Valid {
 		t.Fatalf("tables not created in the URL's search_path schema %s (%v)", schema, err)
 	}
-	return db
+	return url
 }
 
 func openURL(t testing.TB, url string) *DB {

@@ -52,6 +52,7 @@ type writer struct {
 	exited chan struct{}
 
 	batches atomic.Int64 // transactions attempted, for tests and diagnostics
+	retries atomic.Int64 // of which rerun with savepoints
 
 	// lock is appended to a SELECT that reads a row the request then
 	// rewrites: FOR UPDATE on PostgreSQL, where other nodes may write the
@@ -64,6 +65,13 @@ type writer struct {
 	// onCommit receives each committed transaction's events (set before
 	// the first request, read only by the writer goroutine).
 	onCommit func([]*baton.Event)
+
+	// fence, when set (cluster mode, PostgreSQL), holds the sessions this
+	// node owns: every append is checked against its lease (fence.go).
+	// notify is then the channel each commit rings (notify.go). Both are
+	// set before the first request.
+	fence  *fencer
+	notify string
 
 	// ckpt, when set (SQLite), copies the WAL into the database file off
 	// the writer's path; the writer kicks it every checkpointEvery units
@@ -246,6 +254,7 @@ func (w *writer) commit(batch []*request) {
 	w.batches.Add(1)
 	err := w.attempt(live, false)
 	if errors.Is(err, errRetry) {
+		w.retries.Add(1)
 		err = w.attempt(live, true)
 	}
 	if err == nil && w.ckpt != nil {
@@ -312,6 +321,9 @@ func (w *writer) attempt(live []*request, savepoints bool) error {
 		}
 		t := &wtx{txn: b}
 		err := r.fn(t)
+		if err == nil {
+			b.claims = append(b.claims, t.claims...)
+		}
 		touched = append(touched, t.touched...)
 		if len(t.events) > 0 {
 			numbered = append(numbered, t)
@@ -326,6 +338,7 @@ func (w *writer) attempt(live []*request, savepoints bool) error {
 				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT op"); rerr != nil {
 					return fail(fmt.Errorf("store: rollback to savepoint: %w", rerr))
 				}
+				t.unfence()
 			}
 			r.err = err
 		}
@@ -335,15 +348,29 @@ func (w *writer) attempt(live []*request, savepoints bool) error {
 			}
 		}
 	}
+	if ok, err := b.checkFences(); err != nil || !ok {
+		// A lease moved (or the check failed): find out whose appends to
+		// refuse, one savepoint and one check per session at a time.
+		w.log.Debug("store: a lease moved under the batch; retrying it", "err", err)
+		return fail(errRetry)
+	}
 	if err := b.flush(); err != nil {
 		// Some request's events do not fit (a duplicate id, a seq another
 		// node took): find out whose, one savepoint at a time.
 		w.log.Debug("store: bulk event insert failed; retrying the batch", "err", err)
 		return fail(errRetry)
 	}
+	if w.notify != "" {
+		if err := b.ring(numbered); err != nil {
+			return fail(err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		undo()
 		return fmt.Errorf("store: commit: %w", err)
+	}
+	for _, id := range b.claims {
+		w.fence.own(id, 1, false)
 	}
 	w.committed = w.committed[:0]
 	for _, t := range numbered {
@@ -384,6 +411,13 @@ type txn struct {
 	// answers for every session with pending events.
 	deferred bool
 	pending  []pendingEvent
+
+	// Cluster mode (fence.go): each session's fence in this attempt, the
+	// sessions whose lease a deferred attempt checks before COMMIT, and
+	// the sessions whose lease committed requests created.
+	fences    map[string]fenceState
+	unchecked []string
+	claims    []string
 }
 
 // pendingEvent is a deferred event with its payload column's value.
@@ -432,6 +466,8 @@ type wtx struct {
 	touched  []string
 	events   []*baton.Event
 	requests []providerRequest // among events: bases once committed
+	fenced   []string          // sessions whose fence this request set
+	claims   []string          // sessions whose lease this request created
 }
 
 // providerRequest is a provider request the writer inserted, and the
@@ -541,6 +577,11 @@ func (t *wtx) nextSeq(sessionID string) (int64, error) {
 func (t *wtx) append(e *baton.Event) error {
 	if !utf8.Valid(e.Payload) {
 		return fmt.Errorf("store: %s event payload is not valid UTF-8", e.Type)
+	}
+	if t.w.fence != nil {
+		if err := t.fence(e.SessionID); err != nil {
+			return err
+		}
 	}
 	seq, err := t.nextSeq(e.SessionID)
 	if err != nil {

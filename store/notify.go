@@ -1,0 +1,151 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// In cluster mode every committed batch rings a doorbell: one pg_notify
+// (more when the payload would pass PostgreSQL's 8000-byte limit) sent in
+// the batch's own transaction, so it is delivered if and only if the
+// batch committed. The payload names the node and each session's last
+// committed seq; a Listener on every other node decodes it. The log stays
+// the truth: a node that missed notices rereads it.
+//
+// A payload is text lines: "baton1 <node>", then "<session> <seq>" for
+// each session, or "baton1 <node> resync" alone, which asks every
+// listener to reread whatever it follows.
+
+// notifyPrefix starts every payload; its digit is the format's version.
+const notifyPrefix = "baton1 "
+
+// maxNotifyBytes keeps each payload under PostgreSQL's limit (8000 bytes,
+// terminator included).
+const maxNotifyBytes = 7900
+
+// Notice is one decoded doorbell.
+type Notice struct {
+	// Node is the node that committed.
+	Node string
+	// Seqs maps each session the batch appended to onto its last
+	// committed seq.
+	Seqs map[string]int64
+	// Resync means the listener may have missed notices (it reconnected,
+	// or a sender gave up on detail): every followed session must be
+	// reread from its log.
+	Resync bool
+}
+
+// notifyChannel is the channel of the nodes sharing schema: nodes of
+// different schemas in one database are different Batons.
+func notifyChannel(schema string) string {
+	ch := "baton_events"
+	if schema != "" && schema != "public" {
+		ch += "_" + schema
+	}
+	if len(ch) > 63 { // NAMEDATALEN - 1
+		h := fnv.New64a()
+		h.Write([]byte(schema))
+		ch = "baton_events_" + strconv.FormatUint(h.Sum64(), 16)
+	}
+	return ch
+}
+
+// validName reports whether s can stand in a payload as a node or session
+// name.
+func validName(s string) bool {
+	return s != "" && len(s) <= 200 && !strings.ContainsAny(s, " \t\r\n")
+}
+
+// encodeNotices returns the payloads announcing seqs (session → last
+// seq) from node, each under maxNotifyBytes, sessions in name order. A
+// session whose name cannot be carried turns the whole announcement into
+// one resync payload.
+func encodeNotices(node string, seqs map[string]int64) []string {
+	ids := make([]string, 0, len(seqs))
+	for id := range seqs {
+		if !validName(id) {
+			return []string{notifyPrefix + node + " resync"}
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	head := notifyPrefix + node
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		line := "\n" + id + " " + strconv.FormatInt(seqs[id], 10)
+		if b.Len() > 0 && b.Len()+len(line) > maxNotifyBytes {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(head)
+		}
+		b.WriteString(line)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// DecodeNotice parses a doorbell payload.
+func DecodeNotice(payload string) (Notice, error) {
+	rest, ok := strings.CutPrefix(payload, notifyPrefix)
+	if !ok {
+		return Notice{}, errors.New("store: notice: unknown format")
+	}
+	head, body, _ := strings.Cut(rest, "\n")
+	node, resync := strings.CutSuffix(head, " resync")
+	if !validName(node) {
+		return Notice{}, errors.New("store: notice: bad node name")
+	}
+	if resync {
+		if body != "" {
+			return Notice{}, errors.New("store: notice: resync with sessions")
+		}
+		return Notice{Node: node, Resync: true}, nil
+	}
+	n := Notice{Node: node, Seqs: make(map[string]int64)}
+	for line := range strings.SplitSeq(body, "\n") {
+		id, num, ok := strings.Cut(line, " ")
+		if !ok || !validName(id) {
+			return Notice{}, fmt.Errorf("store: notice: bad line %q", line)
+		}
+		seq, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || seq < 1 || num != strconv.FormatInt(seq, 10) {
+			return Notice{}, fmt.Errorf("store: notice: bad seq in line %q", line)
+		}
+		if _, dup := n.Seqs[id]; dup {
+			return Notice{}, fmt.Errorf("store: notice: session %s twice", id)
+		}
+		n.Seqs[id] = seq
+	}
+	return n, nil
+}
+
+// ring sends the attempt's doorbell: the last seq of every session it
+// appended to, in the transaction, so that it is delivered on commit.
+func (b *txn) ring(numbered []*wtx) error {
+	seqs := make(map[string]int64)
+	for _, t := range numbered {
+		for _, e := range t.events {
+			if e.Seq > seqs[e.SessionID] { // Seq 0: rolled back to its savepoint
+				seqs[e.SessionID] = e.Seq
+			}
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	payloads := encodeNotices(b.w.fence.node, seqs)
+	if _, err := b.tx.ExecContext(b.ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, b.w.notify, payloads); err != nil {
+		return fmt.Errorf("store: notify: %w", err)
+	}
+	return nil
+}
