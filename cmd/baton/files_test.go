@@ -128,7 +128,7 @@ func do(t testing.TB, req *http.Request) *response {
 // checks both directions: a file the client wrote is in the mount, and a
 // file the executor writes there reaches the client.
 func mountRoundTrip(t *testing.T, ctx context.Context, s *server, sess *client.Session, machineID, secret, mode string) {
-	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"]})
+	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"], SharedFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}

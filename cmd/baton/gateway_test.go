@@ -319,7 +319,7 @@ func TestGatewayModelCalls(t *testing.T) {
 func pastModelToken(t *testing.T, s *server, sessionID, turnID, machineID string) string {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"]})
+	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"], SharedFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}
