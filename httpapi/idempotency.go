@@ -182,7 +182,8 @@ func bufferBody(r *http.Request, max int64) (body []byte, whole bool) {
 }
 
 // ValidIdempotencyKey reports whether k is an acceptable Idempotency-Key.
-// Seed 001 gives the key as a string of length 1 to 255 and no charset;
+// The registered-clients contract (docs/api.md) gives the key as a
+// string of length 1 to 255 and no charset;
 // the length counts characters (Unicode code points, as a JSON Schema
 // string length does), so k must be valid UTF-8. Control characters (C0,
 // DEL, C1; a tab) are refused. Keys compare byte for byte.
