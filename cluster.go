@@ -82,4 +82,8 @@ type LeaseStore interface {
 	// LeaseHolder returns the session's lease, live or not; a session that
 	// never had one is ECodeNotFound.
 	LeaseHolder(ctx context.Context, sessionID string) (Lease, error)
+	// OrphanedSessions returns up to limit open sessions whose lease has
+	// expired, or that never had one: nobody acts for them, and any node
+	// may take them over.
+	OrphanedSessions(ctx context.Context, limit int) ([]string, error)
 }

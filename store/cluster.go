@@ -256,3 +256,31 @@ FROM session_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.session_id =
 	l.ExpiresAt = l.ExpiresAt.UTC()
 	return l, nil
 }
+
+// OrphanedSessions returns up to limit open sessions without a live lease
+// (see baton.LeaseStore), oldest first. It walks the open sessions by the
+// sessions_state index and looks each one's lease up by its key.
+func (db *DB) OrphanedSessions(ctx context.Context, limit int) ([]string, error) {
+	c, err := db.cluster()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryContext(ctx, `SELECT s.id FROM sessions s LEFT JOIN session_leases l ON l.session_id = s.id
+WHERE s.state = 'open' AND (l.session_id IS NULL OR l.expires_at <= now()) ORDER BY s.ord LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("orphaned sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("orphaned sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("orphaned sessions: %w", err)
+	}
+	return out, nil
+}

@@ -690,3 +690,41 @@ func FuzzDecodeNotice(f *testing.F) {
 		}
 	})
 }
+
+func TestClusterOrphanedSessions(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	ctx := context.Background()
+	live, lapsed, ended := clusterSession(t, a), clusterSession(t, a), clusterSession(t, a)
+	if _, err := a.EndSession(ctx, ended, baton.StateClosed, newEvent(ended, baton.EventSessionClose)); err != nil {
+		t.Fatal(err)
+	}
+	expire(t, a, lapsed)
+	expire(t, a, ended)
+	// A session opened before cluster mode has no lease row at all.
+	plain, err := Open(ctx, Options{URL: c.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := clusterSession(t, plain)
+	plain.Close()
+
+	got, err := b.OrphanedSessions(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{lapsed, bare}, got); diff != "" {
+		t.Errorf("orphaned sessions (-want +got):\n%s (live %s, ended %s)", diff, live, ended)
+	}
+	if got, _ := b.OrphanedSessions(ctx, 1); len(got) != 1 || got[0] != lapsed {
+		t.Errorf("limit 1: %v, want just %s", got, lapsed)
+	}
+	acquire(t, b, lapsed)
+	if got, _ := b.OrphanedSessions(ctx, 10); len(got) != 1 || got[0] != bare {
+		t.Errorf("after b took %s over: %v, want just %s", lapsed, got, bare)
+	}
+	sq := openSQLite(t)
+	if _, err := sq.OrphanedSessions(ctx, 10); baton.ErrorCode(err) != baton.ECodeUnavailable {
+		t.Errorf("SQLite: %v, want unavailable", err)
+	}
+}
