@@ -62,7 +62,8 @@ var layers = map[string]rule{
 	"gateway": may("", "auth", "provider", "provider/anthropic", "provider/openai", "internal/httpx", "internal/rawjson"),
 
 	// The engine orchestrates through the domain's interfaces.
-	"engine": may("", "internal/rawjson", "internal/serde"),
+	"engine":  may("", "internal/rawjson", "internal/serde"),
+	"cluster": may("", "wire", "internal/httpx"),
 
 	// What baton executor serves, and the admin API's client.
 	"machine":              may("", "client/executor", "internal/proc", "internal/supervisor"),

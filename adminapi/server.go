@@ -38,6 +38,11 @@ type Options struct {
 	// credential revoked here, directly or by deleting its owner.
 	Executors baton.ExecutorStore
 	Revoker   baton.ExecutorRevoker
+
+	// Nodes lists the cluster's nodes at GET /admin/v1/nodes; nil (SQLite,
+	// or PostgreSQL without cluster mode) answers that this Baton is a
+	// single node.
+	Nodes baton.NodeRegistry
 }
 
 // Server is the admin-port HTTP server. URL, Shutdown and Close come from
@@ -116,6 +121,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	s.handle(mux, "GET /admin/v1/providers", s.providers)
 	s.handle(mux, "GET /admin/v1/config", s.config)
 	s.handle(mux, "GET /admin/v1/sandbox-status", s.sandboxStatus)
+	s.handle(mux, "GET /admin/v1/nodes", s.listNodes)
 
 	s.executorRoutes(mux)
 }

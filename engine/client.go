@@ -419,7 +419,10 @@ func (e *Engine) SweepClients(ctx context.Context) error {
 			continue
 		}
 		err := e.endClient(ctx, c.SessionID, c.ID, "", baton.ClientGoneTTL)
-		if err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+		switch baton.ErrorCode(err) {
+		case "", baton.ECodeNotFound:
+		case baton.ECodeLeaseLost: // another node owns the session and sweeps it
+		default:
 			return err
 		}
 	}

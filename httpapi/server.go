@@ -72,6 +72,12 @@ type Options struct {
 	RateLimit        float64
 	RateBurst        int
 	MinClientVersion *Version
+
+	// Route, when set, wraps every route inside the access log and ahead
+	// of the guards: in a cluster it sends a request about a session
+	// another node owns to that node (package cluster's Forward), so the
+	// owner's guards and handlers serve it.
+	Route func(http.Handler) http.Handler
 }
 
 // Server is the client-port HTTP server. Open, URL, Shutdown and Close come
@@ -103,6 +109,9 @@ func New(opts Options) *Server {
 	h = ClientVersion(opts.MinClientVersion, h)
 	h = s.guardInflight(h)
 	h = NewRateLimiter(RateLimitOptions{Rate: opts.RateLimit, Burst: opts.RateBurst}).Wrap(h)
+	if opts.Route != nil {
+		h = opts.Route(h)
+	}
 	s.handler = httpx.AccessLog(log, h)
 	s.Server = httpx.NewServer(opts.Addr, s.handler, log)
 	s.Server.SetBodyTimeout(opts.BodyTimeout)

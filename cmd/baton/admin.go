@@ -47,8 +47,9 @@ func (c *cli) adminCmd() *cobra.Command {
 		Use:   "admin",
 		Short: "Manage a running server through its admin API",
 		Long: `Manage profiles, client keys and sessions of a running Baton (or BAE)
-server through its admin API (/admin/v1), like BAE's baectl, and Baton's
-executor environments, machines and their credentials.
+server through its admin API (/admin/v1), like BAE's baectl, Baton's
+executor environments, machines and their credentials, and list the nodes
+of a cluster.
 
 The admin key is taken, first match wins, from --admin-token, BAE_ADMIN_TOKEN,
 --admin-key-file, BAE_ADMIN_KEY_FILE, then the files ` + devKeyFile + `
@@ -74,6 +75,7 @@ The admin key is taken, first match wins, from --admin-token, BAE_ADMIN_TOKEN,
 		a.sandboxStatusCmd(),
 		a.environmentsCmd(),
 		a.machinesCmd(),
+		a.nodesCmd(),
 	)
 	return cmd
 }

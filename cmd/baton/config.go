@@ -53,6 +53,7 @@ type serveConfig struct {
 	PublicURL         string         // BATON_PUBLIC_URL: the client origin executors reach ("" is the listener's URL)
 	Executor          executorConfig // executor tokens
 	Files             fileConfig     // session files, artifacts, view tokens
+	Cluster           clusterConfig  // nodes sharing one PostgreSQL database
 }
 
 // serveFlags holds the command-line flags shared by the root command,
@@ -245,6 +246,8 @@ func loadServeConfig(getenv func(string) string, f *serveFlags) (*serveConfig, e
 	c.Executor, err = loadExecutorConfig(getenv)
 	errs = append(errs, err)
 	c.Files, err = loadFileConfig(getenv)
+	errs = append(errs, err)
+	c.Cluster, err = loadClusterConfig(getenv)
 	errs = append(errs, err)
 	if c.DatabaseURL != "" && !isPostgresURL(c.DatabaseURL) {
 		errs = append(errs, fmt.Errorf("BATON_DATABASE_URL: must be a postgres:// URL (use BAE_DB_PATH for SQLite)"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/adminapi"
 	"github.com/baton-engine/baton/auth"
+	"github.com/baton-engine/baton/cluster"
 	"github.com/baton-engine/baton/config"
 	"github.com/baton-engine/baton/engine"
 	"github.com/baton-engine/baton/gateway"
@@ -84,7 +86,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	tuneGC(c.getenv)
 
 	feed := hub.New(hub.DefaultBuffer)
-	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log, OnCommit: publish(feed)})
+	var nodeID string // cluster mode: every PostgreSQL store (docs/cluster.md)
+	if cfg.DatabaseURL != "" {
+		nodeID = cfg.Cluster.nodeID()
+	}
+	db, err := store.Open(ctx, store.Options{URL: cfg.storeURL(), Logger: log, OnCommit: publish(feed),
+		NodeID: nodeID, LeaseTTL: cfg.Cluster.LeaseTTL})
 	if err != nil {
 		return runtimeErr(fmt.Errorf("open store: %w", err))
 	}
@@ -186,6 +193,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	opts.Executors, opts.ExecutorCallTimeout = execs.hands, cfg.Executor.CallTimeout
 	opts.Brains = execs.hub // profiles whose brain is an executor's agent loop
 	eng := engine.New(opts)
+	var node *cluster.Node
+	if nodeID != "" {
+		node = cluster.New(cluster.Options{Store: db, Engine: eng, ID: nodeID, Version: baton.Version,
+			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: log})
+		defer node.Close() // after the engine's Close: hands the sessions over once nothing appends
+	}
 	defer eng.Close()
 
 	if dev != nil {
@@ -196,14 +209,20 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 
 	var client *httpapi.Server
 	brain.attach(eng, func() string { return client.URL() })
-	client = httpapi.New(httpapi.Options{
+	clientOpts := httpapi.Options{
 		Addr: cfg.Addr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MaxInflightBytes: cfg.MaxInflightBytes,
 		Auth: authn, Sessions: eng, Events: db, Turns: eng, Sandboxes: eng,
 		Clients: eng, V1Store: db, ExecutorTokens: executorTokens, Executors: execs.hub, Mount: brain.routes(execs.hub, log),
 		Receipts: db, RateLimit: cfg.Limits.RateLimit, RateBurst: cfg.Limits.RateBurst,
 		MinClientVersion: cfg.Limits.MinClientVersion,
 		Files:            db, ViewTokens: viewTokens, FileLimits: cfg.Files.Limits, Epochs: execs.hub,
-	})
+	}
+	var nodes baton.NodeRegistry // nil: a single node
+	if node != nil {
+		clientOpts.Route = node.Forward
+		nodes = db
+	}
+	client = httpapi.New(clientOpts)
 	var adminAuth baton.Authenticator = authn
 	if cfg.DisableAdminAuth {
 		adminAuth = nil
@@ -212,7 +231,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Addr: cfg.AdminAddr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: adminAuth, PendingUses: authn.PendingUses, Store: db, Sessions: eng, Images: prov,
 		Registry: registry, RedactedConfig: file.Redacted(),
-		Executors: db, Revoker: revoke,
+		Executors: db, Revoker: revoke, Nodes: nodes,
 	})
 	sweeper := httpapi.NewReceiptSweeper(httpapi.SweeperOptions{
 		Receipts: db, Interval: cfg.Limits.SweepInterval, Retention: cfg.Limits.Retention, Logger: log,
@@ -229,6 +248,12 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		return runtimeErr(fmt.Errorf("admin listener: %w", err))
 	}
 	defer admin.Close()
+	if node != nil {
+		node.SetAdvertiseURL(cmp.Or(cfg.Cluster.AdvertiseURL, client.URL()))
+		if err := node.Open(ctx); err != nil {
+			return runtimeErr(fmt.Errorf("join the cluster: %w", err))
+		}
+	}
 	log.Info("baton listening", "client_url", client.URL(), "admin_url", admin.URL(), "version", baton.Version)
 	if err := c.announce(cfg, client.URL(), admin.URL()); err != nil {
 		return runtimeErr(err)
@@ -250,6 +275,11 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	if node != nil { // no more takeovers here; the registry shows it draining
+		if err := node.Drain(sctx); err != nil {
+			log.Warn("mark node draining", "err", err)
+		}
+	}
 	execs.close(sctx, cfg.ShutdownTimeout, log) // drain, then 1001: executors come back after a restart
 	errC := client.Shutdown(sctx)
 	errA := admin.Shutdown(sctx)
