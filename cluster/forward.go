@@ -228,6 +228,7 @@ func (n *Node) relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	_ = rc.Flush() // a stream's headers reach the client before its first frame
 	buf := make([]byte, 32<<10)
 	for {
 		m, err := resp.Body.Read(buf)

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/baton-engine/baton/client"
+	"github.com/baton-engine/baton/internal/testkit"
+)
+
+// The cluster tests run several real `baton serve` processes on one
+// throwaway PostgreSQL schema (docs/cluster.md) and drive them through the
+// Go SDK, whose requests a round-robin transport spreads over the nodes.
+
+// clusterLeaseTTL is short, so that takeovers after a kill happen within
+// the test's patience; it is not a timing assertion.
+const clusterLeaseTTL = "1s"
+
+type testCluster struct {
+	t        *testing.T
+	env      map[string]string
+	nodes    []*child
+	adminKey string
+	key      string // client key of a scripted profile that allows get_time
+}
+
+// startCluster starts n nodes sharing one fresh PostgreSQL schema, or
+// skips without PostgreSQL.
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("cluster tests start real processes")
+	}
+	dsn := postgresSchema(t)
+	_, env := prepare(t, testkit.Config{ConfigFile: testConfig, Log: "info", Env: map[string]string{
+		"BATON_DATABASE_URL": dsn, "BATON_LEASE_TTL": clusterLeaseTTL,
+	}})
+	c := &testCluster{t: t, env: env}
+	for range n {
+		c.nodes = append(c.nodes, startChild(t, env)) // the first one writes the admin key
+	}
+	b, err := os.ReadFile(env["BAE_ADMIN_KEY_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.adminKey = strings.TrimSpace(string(b))
+	r := call(t, "POST", c.nodes[n-1].adminURL+"/admin/v1/profiles", c.adminKey,
+		map[string]any{"name": "tools", "primary_provider": "script", "allowed_tools": []string{"get_time"}})
+	mustStatus(t, r, 201)
+	r = call(t, "POST", c.nodes[0].adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
+	mustStatus(t, r, 201)
+	c.key = r.json(t)["key"].(string)
+	return c
+}
+
+// clientURLs returns the client URLs of the given nodes (all by default).
+func (c *testCluster) clientURLs(nodes ...*child) []string {
+	if nodes == nil {
+		nodes = c.nodes
+	}
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.clientURL)
+	}
+	return out
+}
+
+// owners returns, by node advertise URL, how many sessions each node owns,
+// as the admin API of node i reports it.
+func (c *testCluster) owners(i int) map[string]int {
+	c.t.Helper()
+	r := call(c.t, "GET", c.nodes[i].adminURL+"/admin/v1/nodes", c.adminKey, nil)
+	mustStatus(c.t, r, 200)
+	var body struct {
+		Cluster bool
+		Nodes   []struct {
+			AdvertiseURL string `json:"advertise_url"`
+			Sessions     int
+		}
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil || !body.Cluster {
+		c.t.Fatalf("nodes: %s (%v)", r.body, err)
+	}
+	out := map[string]int{}
+	for _, n := range body.Nodes {
+		out[n.AdvertiseURL] = n.Sessions
+	}
+	return out
+}
+
+// roundRobin sends each request to the next of its hosts in turn.
+type roundRobin struct {
+	tr *http.Transport
+
+	mu    sync.Mutex
+	hosts []string
+	next  int
+}
+
+func newRoundRobin(t *testing.T, urls []string) *roundRobin {
+	rr := &roundRobin{tr: http.DefaultTransport.(*http.Transport).Clone()}
+	rr.tr.MaxIdleConnsPerHost = 64
+	rr.point(urls)
+	t.Cleanup(rr.tr.CloseIdleConnections)
+	return rr
+}
+
+// point replaces the hosts.
+func (rr *roundRobin) point(urls []string) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.hosts = rr.hosts[:0]
+	for _, u := range urls {
+		rr.hosts = append(rr.hosts, strings.TrimPrefix(u, "http://"))
+	}
+}
+
+func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
+	rr.mu.Lock()
+	host := rr.hosts[rr.next%len(rr.hosts)]
+	rr.next++
+	rr.mu.Unlock()
+	r := req.Clone(req.Context())
+	r.URL.Host, r.Host = host, ""
+	return rr.tr.RoundTrip(r)
+}
+
+// harness is an SDK harness over rr whose get_time tool calls fn.
+func (c *testCluster) harness(rr *roundRobin, fn func() string) *client.Harness {
+	h := client.NewHarness(client.Config{BaseURL: "http://baton.test", ClientKey: c.key, HTTPClient: &http.Client{Transport: rr}})
+	h.RegisterTool(client.ToolDef{Name: "get_time", Description: "time"}, func(context.Context, json.RawMessage) (any, error) {
+		return fn(), nil
+	})
+	return h
+}
+
+// TestClusterAnyNodeServesAnyRequest: with every request of the SDK sent
+// to the next of three nodes, a session opens, subscribes, makes client
+// tool round trips and serves a registered client as on one node; exactly
+// one node owns it, every node reads the same log, and the subscription
+// saw that log in order without a gap or duplicate.
+func TestClusterAnyNodeServesAnyRequest(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	ctx := loopCtx(t)
+	rr := newRoundRobin(t, c.clientURLs())
+	sess, err := c.harness(rr, func() string { return "12:00" }).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	const rounds = 4
+	for i := range rounds {
+		r, err := sess.Send(ctx, "call get_time {}")
+		mustReply(t, sent{r, err}, "get_time returned: 12:00")
+		if i == 0 {
+			drivers, err := sess.Participants(ctx)
+			if err != nil || len(drivers) != 1 {
+				t.Fatalf("participants %v, %v; want the one driver on every node", drivers, err)
+			}
+		}
+	}
+	laptop, err := client.RegisterClient(ctx, client.Config{BaseURL: "http://baton.test", HTTPClient: &http.Client{Transport: rr}},
+		sess.ID, sess.Key, "laptop", client.Never(), laptopTool("L", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sess.Send(ctx, `call client__laptop__read_file {"path":"x"}`)
+	mustReply(t, sent{r, err}, "client__laptop__read_file returned: L:x")
+	if err := laptop.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	owned := 0
+	for i := range c.nodes {
+		for _, n := range c.owners(i) {
+			owned += n
+		}
+	}
+	if owned != len(c.nodes) { // each node's view counts the one owner once
+		t.Errorf("sessions owned across %d views: %d, want one owner seen by each", len(c.nodes), owned)
+	}
+
+	var logs [][]client.Event
+	for _, n := range c.nodes {
+		logs = append(logs, adminEvents(t, n.adminURL, c.adminKey, sess.ID))
+	}
+	for i := 1; i < len(logs); i++ {
+		if fmt.Sprint(eventIDs(logs[i])) != fmt.Sprint(eventIDs(logs[0])) {
+			t.Fatalf("node %d reads a different log than node 0", i)
+		}
+	}
+	log := logs[0]
+	var seen []client.Event
+	for len(seen) == 0 || seen[len(seen)-1].ID != log[len(log)-1].ID {
+		ev, err := sub.Next(ctx)
+		if err != nil || len(seen) == len(log) {
+			t.Fatalf("subscription after %d events (the log has %d): %v", len(seen), len(log), err)
+		}
+		seen = append(seen, ev)
+	}
+	// The subscription saw everything after it started, once each, in
+	// order: the whole log after the events of the open.
+	if got, want := eventIDs(seen), eventIDs(log[len(log)-len(seen):]); fmt.Sprint(got) != fmt.Sprint(want) || len(seen) < len(log)-3 {
+		t.Errorf("subscription saw\n %v\nthe log has\n %v", got, want)
+	}
+}
+
+// TestClusterPausedTurnSurvivesOwnerKill: the owner of a session is killed
+// with SIGKILL while its turn is paused on a client tool; the results,
+// sent to the other nodes, resume the turn there once the lease lapses,
+// with exactly one tool result in the log.
+func TestClusterPausedTurnSurvivesOwnerKill(t *testing.T) {
+	t.Parallel()
+	testClusterOwnerStops(t, func(owner *child) { owner.kill() })
+}
+
+// TestClusterPausedTurnSurvivesOwnerSIGTERM: the same with a graceful
+// stop, which hands the session over without waiting for the lease.
+func TestClusterPausedTurnSurvivesOwnerSIGTERM(t *testing.T) {
+	t.Parallel()
+	testClusterOwnerStops(t, func(owner *child) {
+		if err := owner.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := owner.cmd.Wait(); err != nil {
+			t.Errorf("the owner did not exit cleanly on SIGTERM: %v", err)
+		}
+	})
+}
+
+func testClusterOwnerStops(t *testing.T, stop func(owner *child)) {
+	c := startCluster(t, 3)
+	ctx := loopCtx(t)
+	rr := newRoundRobin(t, c.clientURLs(c.nodes[0])) // opened on node 0, which owns it
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := c.harness(rr, func() string {
+		once.Do(func() { close(paused) })
+		<-resume
+		return "12:00"
+	})
+	sess, err := h.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.owners(1)[c.nodes[0].clientURL]; got != 1 {
+		t.Fatalf("node 0 owns %d sessions, want the one it opened", got)
+	}
+	ch := goSend(ctx, sess, "call get_time {}")
+	select {
+	case <-paused:
+	case out := <-ch:
+		t.Fatalf("Send returned before the tool ran: %v", out.err)
+	}
+	stop(c.nodes[0])
+	rr.point(c.clientURLs(c.nodes[1:]...))
+	close(resume)
+
+	mustReply(t, recv(t, ch), "get_time returned: 12:00")
+	log := adminEvents(t, c.nodes[1].adminURL, c.adminKey, sess.ID)
+	results := 0
+	for _, ev := range log {
+		if ev.Type == "tool.result" {
+			results++
+		}
+		if ev.Type == "session.error" {
+			t.Errorf("unexpected session.error %s", ev.Payload)
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d tool.result events, want exactly one", results)
+	}
+	// The session lives on: another round trip on the survivors.
+	r, err := sess.Send(ctx, "call get_time {}")
+	mustReply(t, sent{r, err}, "get_time returned: 12:00")
+	owners := c.owners(2)
+	if owners[c.nodes[0].clientURL] != 0 || owners[c.nodes[1].clientURL]+owners[c.nodes[2].clientURL] != 1 {
+		t.Errorf("owners after the stop: %v, want one survivor", owners)
+	}
+}
