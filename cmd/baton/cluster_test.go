@@ -35,11 +35,18 @@ type testCluster struct {
 // skips without PostgreSQL.
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, "", "script")
+}
+
+// startClusterWith is startCluster with extra config-file text and the
+// test profile's primary provider.
+func startClusterWith(t *testing.T, n int, extraConfig, provider string) *testCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("cluster tests start real processes")
 	}
 	dsn := postgresSchema(t)
-	_, env := prepare(t, testkit.Config{ConfigFile: testConfig, Log: "info", Env: map[string]string{
+	_, env := prepare(t, testkit.Config{ConfigFile: testConfig + extraConfig, Log: "info", Env: map[string]string{
 		"BATON_DATABASE_URL": dsn, "BATON_LEASE_TTL": clusterLeaseTTL,
 	}})
 	c := &testCluster{t: t, env: env}
@@ -52,7 +59,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 	}
 	c.adminKey = strings.TrimSpace(string(b))
 	r := call(t, "POST", c.nodes[n-1].adminURL+"/admin/v1/profiles", c.adminKey,
-		map[string]any{"name": "tools", "primary_provider": "script", "allowed_tools": []string{"get_time"}})
+		map[string]any{"name": "tools", "primary_provider": provider, "allowed_tools": []string{"get_time"}})
 	mustStatus(t, r, 201)
 	r = call(t, "POST", c.nodes[0].adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
 	mustStatus(t, r, 201)
@@ -290,4 +297,62 @@ func testClusterOwnerStops(t *testing.T, stop func(owner *child)) {
 	if owners[c.nodes[0].clientURL] != 0 || owners[c.nodes[1].clientURL]+owners[c.nodes[2].clientURL] != 1 {
 		t.Errorf("owners after the stop: %v, want one survivor", owners)
 	}
+}
+
+// TestClusterRunningTurnOwnerKilled: the owner is killed with SIGKILL
+// while its turn waits on the model. A subscription relayed through
+// another node ends with the error frame that says to resume; resumed
+// from its last event it sees the new owner end the turn with
+// session.error turn_interrupted, and the session takes the next message.
+// The Send whose turn died fails instead of hanging.
+func TestClusterRunningTurnOwnerKilled(t *testing.T) {
+	t.Parallel()
+	mock := newMockProvider(t)
+	mock.push(mockHang())
+	c := startClusterWith(t, 3, mock.entry("mock"), "mock")
+	ctx := loopCtx(t)
+	rr := newRoundRobin(t, c.clientURLs(c.nodes[0]))
+	sess, err := c.harness(rr, func() string { return "12:00" }).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr.point(c.clientURLs(c.nodes[1])) // from now on, through node 1
+	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ch := goSend(ctx, sess, "hello")
+	mock.next(t) // the model call is in flight on node 0
+	seen := readUntil(t, ctx, sub, "client.message.send")
+	c.nodes[0].kill()
+	for {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			if !strings.Contains(err.Error(), "since_event_id") {
+				t.Fatalf("relayed subscription after its owner died: %v, want the error frame to resume from", err)
+			}
+			break
+		}
+		seen = append(seen, ev)
+	}
+	if out := recv(t, ch); out.err == nil {
+		t.Errorf("the send whose turn died answered %+v", out.reply)
+	}
+
+	resumed, err := sess.Subscribe(ctx, client.SubscribeOptions{SinceEventID: seen[len(seen)-1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	evs := readUntil(t, ctx, resumed, "session.error")
+	if p := payload(t, evs[len(evs)-1]); p["reason"] != "turn_interrupted" {
+		t.Fatalf("session.error %v, want turn_interrupted", p)
+	}
+	rr.point(c.clientURLs(c.nodes[1:]...))
+	// The interrupted message stays in the conversation, unanswered: the
+	// model gets it with the next one (the mock echoes the user texts of
+	// the last user turn).
+	r, err := sess.Send(ctx, "again")
+	mustReply(t, sent{r, err}, "mock: hello\nagain")
 }
