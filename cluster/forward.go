@@ -120,7 +120,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 			return
 		case err == nil:
 			var again bool
-			again, err = n.proxy(w, r, url, body, replayable)
+			again, err = n.proxy(w, r, id, url, body, replayable)
 			if !again {
 				return
 			}
@@ -161,8 +161,13 @@ func (n *Node) replayable(r *http.Request) ([]byte, bool, error) {
 // proxy sends r to the owner at base and relays the answer. It reports
 // again=true, with the reason, when nothing was relayed and the request
 // can be sent again: the owner could not be reached or is not the owner.
-func (n *Node) proxy(w http.ResponseWriter, r *http.Request, base string, body []byte, replayable bool) (again bool, err error) {
-	out := r.Clone(r.Context())
+func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id, base string, body []byte, replayable bool) (again bool, err error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	if node := n.targetNode(id); node != "" {
+		defer n.watches.add(node, cancel)()
+	}
+	out := r.Clone(ctx)
 	out.RequestURI = ""
 	out.Host = ""
 	target := strings.TrimSuffix(base, "/") + r.URL.RequestURI()
@@ -196,6 +201,9 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, base string, body [
 	if err != nil {
 		if r.Context().Err() != nil {
 			return false, err
+		}
+		if cause := context.Cause(ctx); cause == errOwnerGone && sent == nil {
+			return true, cause // nothing of it was relayed: send it to the next owner
 		}
 		if sent != nil && sent.n > 0 {
 			n.writeError(w, r, baton.Errorf(baton.ECodeUnavailable, "the node owning this session failed while receiving the request; send it again"))

@@ -73,6 +73,8 @@ type Node struct {
 	inflight map[string]chan struct{} // sessions being resolved (one lookup at a time)
 	draining bool
 
+	watches watches // forwarded requests in flight, by target node
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -89,6 +91,7 @@ type owned struct {
 // until it is stale or the owner turns them away.
 type remote struct {
 	url   string
+	node  string
 	until time.Time
 }
 
@@ -121,8 +124,16 @@ func (n *Node) ID() string { return n.opts.ID }
 // SetAdvertiseURL sets the URL the node registers at Open.
 func (n *Node) SetAdvertiseURL(u string) { n.opts.AdvertiseURL = u }
 
-// Open registers the node and starts its loop.
+// Open registers the node and starts its loop. Leases still held under
+// the node's id, by a previous run under the same BATON_NODE_ID that
+// stopped within the TTL, are expired first: this process's store does
+// not fence them in nor its engine hold them, so renewing them as its own
+// would strand their sessions. They are taken over like any stopped
+// node's.
 func (n *Node) Open(ctx context.Context) error {
+	if err := n.opts.Store.RemoveNode(ctx, n.opts.ID); err != nil && baton.ErrorCode(err) != baton.ECodeNotFound {
+		return err
+	}
 	if err := n.register(ctx); err != nil {
 		return err
 	}
@@ -208,6 +219,7 @@ func (n *Node) tick(ctx context.Context, prune bool) {
 	step("lease renewal", n.renew)
 	step("heartbeat", n.heartbeat)
 	step("takeover sweep", n.sweep)
+	step("forward targets check", n.checkTargets)
 	if prune {
 		step("dead node sweep", n.prune)
 	}

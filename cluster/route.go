@@ -109,7 +109,7 @@ func (n *Node) remoteOwner(sessionID string, l baton.Lease) (string, error) {
 		return "", baton.Errorf(baton.ECodeUnavailable, "session %s is owned by node %s, which has no address", sessionID, l.NodeID)
 	}
 	n.mu.Lock()
-	n.remote[sessionID] = remote{url: l.AdvertiseURL, until: time.Now().Add(n.ttl / 3)}
+	n.remote[sessionID] = remote{url: l.AdvertiseURL, node: l.NodeID, until: time.Now().Add(n.ttl / 3)}
 	if len(n.remote) > maxRemote {
 		n.pruneRemoteLocked()
 	}
@@ -131,6 +131,13 @@ func (n *Node) pruneRemoteLocked() {
 	if len(n.remote) > maxRemote {
 		clear(n.remote)
 	}
+}
+
+// targetNode returns the node a cached route to sessionID names.
+func (n *Node) targetNode(sessionID string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.remote[sessionID].node
 }
 
 // forgetRemote drops a cached owner that turned a request away or could

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/baton-engine/baton"
 	"github.com/baton-engine/baton/client"
 	"github.com/baton-engine/baton/internal/testkit"
+	"github.com/baton-engine/baton/store"
 )
 
 // The cluster tests run several real `baton serve` processes on one
@@ -355,4 +359,204 @@ func TestClusterRunningTurnOwnerKilled(t *testing.T) {
 	// the last user turn).
 	r, err := sess.Send(ctx, "again")
 	mustReply(t, sent{r, err}, "mock: hello\nagain")
+}
+
+// storeLog reads a session's log straight from the store and checks that
+// it is numbered 1…n without a gap or duplicate.
+func (c *testCluster) storeLog(ctx context.Context, sid string) []*baton.Event {
+	c.t.Helper()
+	db, err := store.Open(ctx, store.Options{URL: c.env["BATON_DATABASE_URL"]})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer db.Close()
+	var log []*baton.Event
+	cursor := ""
+	for {
+		items, next, err := db.Events(ctx, sid, baton.Page{Cursor: cursor, Limit: 500})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, ev := range items {
+			if ev.Seq != int64(len(log)+1) {
+				c.t.Fatalf("session %s: event %d of the log has seq %d", sid, len(log)+1, ev.Seq)
+			}
+			log = append(log, ev)
+		}
+		if next == "" {
+			return log
+		}
+		cursor = next
+	}
+}
+
+// countTypes counts the log's events by type.
+func countTypes(log []*baton.Event) map[string]int {
+	n := map[string]int{}
+	for _, ev := range log {
+		n[ev.Type]++
+	}
+	return n
+}
+
+// TestClusterRollingRestart: while sessions make client-tool round trips
+// through a round-robin over the live nodes, every node in turn is
+// stopped with SIGTERM and replaced by a new process. No round trip fails,
+// and every session's log is whole: one tool result per tool call, one
+// reply per message.
+func TestClusterRollingRestart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	ctx := loopCtx(t)
+	rr := newRoundRobin(t, c.clientURLs())
+	const sessions = 6
+	var (
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
+		mu     sync.Mutex
+		rounds = map[string]int{}
+		errs   []error
+	)
+	sids := make([]string, sessions)
+	for i := range sessions {
+		sess, err := c.harness(rr, func() string { return "12:00" }).Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids[i] = sess.ID
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := sess.Send(ctx, "call get_time {}")
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, err)
+				case r.Message.Text() != "get_time returned: 12:00":
+					errs = append(errs, fmt.Errorf("reply %q", r.Message.Text()))
+				default:
+					rounds[sess.ID]++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// progress waits until every session has made n more round trips.
+	progress := func(n int) {
+		mu.Lock()
+		base := maps.Clone(rounds)
+		mu.Unlock()
+		for {
+			mu.Lock()
+			done, failed := true, len(errs) > 0
+			for _, sid := range sids {
+				if rounds[sid] < base[sid]+n {
+					done = false
+				}
+			}
+			mu.Unlock()
+			if done || failed || ctx.Err() != nil {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	progress(2)
+	for i := range c.nodes {
+		old := c.nodes[i]
+		var rest []*child
+		for j, n := range c.nodes {
+			if j != i {
+				rest = append(rest, n)
+			}
+		}
+		rr.point(c.clientURLs(rest...)) // the load balancer takes the node out first
+		if err := old.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.cmd.Wait(); err != nil {
+			t.Errorf("node %d did not exit cleanly on SIGTERM: %v", i, err)
+		}
+		c.nodes[i] = startChild(t, c.env)
+		rr.point(c.clientURLs())
+		progress(2)
+	}
+	close(stop)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d round trips failed during the rolling restart, first: %v", len(errs), errs[0])
+	}
+	for _, sid := range sids {
+		n := countTypes(c.storeLog(ctx, sid))
+		if n["tool.call"] != rounds[sid] || n["tool.result"] != rounds[sid] || n["client.message.send"] != 2*rounds[sid] || n["session.error"] != 0 {
+			t.Errorf("session %s after %d round trips: %v", sid, rounds[sid], n)
+		}
+	}
+}
+
+// TestClusterStaleOwnerCannotAppend: the owner is stopped with SIGSTOP
+// past its lease while a turn waits on a client tool; another node takes
+// the session over and finishes the turn. Resumed, the old owner either
+// forwards a new message to the new owner or has its append refused by
+// the fence: the message is answered once, and the log stays one history.
+func TestClusterStaleOwnerCannotAppend(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	ctx := loopCtx(t)
+	a, b := c.nodes[0], c.nodes[1]
+	rr := newRoundRobin(t, c.clientURLs(a))
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := c.harness(rr, func() string {
+		once.Do(func() { close(paused) })
+		<-resume
+		return "12:00"
+	})
+	sess, err := h.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := goSend(ctx, sess, "call get_time {}")
+	<-paused
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			a.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	rr.point(c.clientURLs(b))
+	close(resume)
+	mustReply(t, recv(t, ch), "get_time returned: 12:00") // b took over once a's lease lapsed
+
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	rr.point(c.clientURLs(a)) // straight to the stale owner
+	r, err := sess.Send(ctx, "after the pause")
+	if err != nil {
+		rr.point(c.clientURLs(b))
+		r, err = sess.Send(ctx, "after the pause")
+	}
+	mustReply(t, sent{r, err}, "You said: after the pause")
+	n := countTypes(c.storeLog(ctx, sess.ID))
+	if n["tool.result"] != 1 || n["server.message.send"] != 3 || n["session.error"] != 0 {
+		t.Errorf("log after the stale owner came back: %v; want one tool result, three replies", n)
+	}
+	owners := c.owners(1)
+	if owners[a.clientURL] != 0 || owners[b.clientURL] != 1 {
+		t.Errorf("owners %v; want b alone", owners)
+	}
 }
