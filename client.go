@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -145,4 +146,27 @@ func NewUUID() string {
 func FormatUUID(b []byte) string {
 	h := hex.EncodeToString(b)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// ParseSessionID accepts a session id in ses_ form or in UUID form (the
+// 32 hex digits of a ses_ id as 8-4-4-4-12, as the registered-client
+// routes allow) and returns the ses_ form; ok is false for anything else.
+func ParseSessionID(s string) (id string, ok bool) {
+	var digits string
+	if rest, found := strings.CutPrefix(s, PrefixSession); found {
+		digits = rest
+	} else {
+		if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return "", false
+		}
+		digits = s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	}
+	digits = strings.ToLower(digits)
+	if len(digits) != 32 {
+		return "", false
+	}
+	if _, err := hex.DecodeString(digits); err != nil {
+		return "", false
+	}
+	return PrefixSession + digits, true
 }

@@ -39,24 +39,11 @@ func (s *Server) v1Routes(mux *http.ServeMux) {
 // ParseSessionID accepts a session id in UUID form (8-4-4-4-12 of its 32
 // hex digits) or in ses_ form and returns the ses_ form.
 func ParseSessionID(s string) (string, error) {
-	bad := badRequest("session_id must be a UUID or a ses_ id")
-	var digits string
-	if rest, ok := strings.CutPrefix(s, baton.PrefixSession); ok {
-		digits = rest
-	} else {
-		if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-			return "", bad
-		}
-		digits = s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	id, ok := baton.ParseSessionID(s)
+	if !ok {
+		return "", badRequest("session_id must be a UUID or a ses_ id")
 	}
-	digits = strings.ToLower(digits)
-	if len(digits) != 32 {
-		return "", bad
-	}
-	if _, err := hex.DecodeString(digits); err != nil {
-		return "", bad
-	}
-	return baton.PrefixSession + digits, nil
+	return id, nil
 }
 
 // SessionUUID is the UUID form of a ses_ id.

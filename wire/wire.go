@@ -118,6 +118,8 @@ var codes = map[string]int{
 	baton.ECodeNoTurn:          CodeServer,
 	baton.ECodeSessionClosed:   CodeServer,
 	baton.ECodeTooManyRequests: CodeServer, // a session's queue or subscriber cap
+	baton.ECodeUnavailable:     CodeServer, // e.g. no node of a cluster could serve the session in time
+	baton.ECodeLeaseLost:       CodeServer, // the session moved to another node mid-request; retry
 	baton.ECodeNotDriver:       CodeNotDriver,
 	baton.ECodeInvalidParams:   CodeInvalidParams,
 	baton.ECodeToolNotAllowed:  CodeToolNotAllowed,

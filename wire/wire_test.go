@@ -80,6 +80,8 @@ func TestFromError(t *testing.T) {
 		{baton.Errorf(baton.ECodeNotOpen, "session is closed, not open"), CodeServer, "session is closed, not open"},
 		{baton.Errorf(baton.ECodeToolNotAllowed, "tool_not_allowed: x"), CodeToolNotAllowed, "tool_not_allowed: x"},
 		{baton.Errorf(baton.ECodeInvalidParams, `Invalid params: missing "message"`), CodeInvalidParams, `Invalid params: missing "message"`},
+		{baton.Errorf(baton.ECodeLeaseLost, "session ses_1: lease lost"), CodeServer, "session ses_1: lease lost"},
+		{baton.Errorf(baton.ECodeUnavailable, "no node could serve session ses_1"), CodeServer, "no node could serve session ses_1"},
 		{os.ErrClosed, CodeInternal, "Internal error"},
 		{baton.Errorf(baton.ECodeInternal, "db detail"), CodeInternal, "Internal error"},
 	}

@@ -46,7 +46,7 @@ func Status(code string) (int, bool) {
 		return http.StatusTooManyRequests, true
 	case baton.ECodeInternal:
 		return http.StatusInternalServerError, true
-	case baton.ECodeUnavailable:
+	case baton.ECodeUnavailable, baton.ECodeLeaseLost: // a lost lease: the session moved to another node; retry
 		return http.StatusServiceUnavailable, true
 	}
 	return http.StatusInternalServerError, false

@@ -41,6 +41,7 @@ func TestStatus(t *testing.T) {
 		{baton.ECodeTooManyRequests, 429},
 		{baton.ECodeInternal, 500},
 		{baton.ECodeUnavailable, 503},
+		{baton.ECodeLeaseLost, 503},
 	}
 	for _, tt := range tests {
 		got, ok := Status(tt.code)
