@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -86,4 +88,51 @@ func (c clusterConfig) nodeID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// advertiseURL is where the other nodes reach this one: BATON_ADVERTISE_URL,
+// else the client listener's URL. A listener on every address (0.0.0.0 or
+// [::]) is advertised at the first non-loopback address of the host's
+// interfaces, which note reports so that the operator can check it.
+func (c clusterConfig) advertiseURL(listenURL string, addrs func() ([]net.Addr, error)) (u string, note string) {
+	if c.AdvertiseURL != "" {
+		return c.AdvertiseURL, ""
+	}
+	parsed, err := url.Parse(listenURL)
+	if err != nil {
+		return listenURL, ""
+	}
+	ip, err := netip.ParseAddr(parsed.Hostname())
+	if err != nil || !ip.IsUnspecified() {
+		return listenURL, ""
+	}
+	list, err := addrs()
+	if err != nil {
+		return listenURL, fmt.Sprintf("cannot list the host's addresses (%v); set BATON_ADVERTISE_URL", err)
+	}
+	var pick netip.Addr
+	for _, a := range list {
+		p, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(p.IP)
+		if !ok || ip.IsLoopback() || ip.IsLinkLocalUnicast() || !ip.IsGlobalUnicast() && !ip.IsPrivate() {
+			continue
+		}
+		ip = ip.Unmap()
+		if !pick.IsValid() || pick.Is6() && ip.Is4() {
+			pick = ip
+		}
+	}
+	if !pick.IsValid() {
+		return listenURL, "the client port listens on every address and the host has no other; set BATON_ADVERTISE_URL"
+	}
+	parsed.Host = netip.AddrPortFrom(pick, portOf(parsed)).String()
+	return parsed.String(), "BATON_ADVERTISE_URL is unset and the client port listens on every address: advertising " + parsed.String()
+}
+
+func portOf(u *url.URL) uint16 {
+	p, _ := strconv.ParseUint(u.Port(), 10, 16)
+	return uint16(p)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -249,7 +249,11 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	defer admin.Close()
 	if node != nil {
-		node.SetAdvertiseURL(cmp.Or(cfg.Cluster.AdvertiseURL, client.URL()))
+		advertise, note := cfg.Cluster.advertiseURL(client.URL(), net.InterfaceAddrs)
+		if note != "" {
+			log.Warn(note)
+		}
+		node.SetAdvertiseURL(advertise)
 		if err := node.Open(ctx); err != nil {
 			return runtimeErr(fmt.Errorf("join the cluster: %w", err))
 		}
