@@ -56,4 +56,8 @@ type Hub interface {
 	Subscribe(sessionID, kind string) Subscription
 	// End ends the session's subscriptions of kind ("" = all kinds).
 	End(sessionID, kind string)
+	// Fail ends every subscription of the session, or of every session
+	// when sessionID is empty, with err, which their Err reports: the
+	// session moved to another node, or the server is shutting down.
+	Fail(sessionID string, err error)
 }

@@ -64,6 +64,9 @@ func (e *Engine) Adopt(ctx context.Context, sessionID string) error {
 	return a.loadLocked(ctx)
 }
 
+// ErrMoved ends the streams of a session this node stopped serving.
+var ErrMoved = baton.Errorf(baton.ECodeUnavailable, "the session moved to another node; subscribe again with since_event_id set to the last event received")
+
 // Evict drops the runtime of a session this node no longer owns: its
 // lease was taken over (this node was paused or cut off past the lease)
 // or handed over. The running turn is cancelled (its appends are refused
@@ -85,7 +88,7 @@ func (e *Engine) Evict(sessionID string) {
 		e.mcp.CloseSession(sessionID)
 	}
 	if e.hub != nil {
-		e.hub.End(sessionID, "")
+		e.hub.Fail(sessionID, ErrMoved)
 	}
 	e.brains.mu.Lock()
 	bs := e.brains.sessions[sessionID]

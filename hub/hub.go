@@ -132,6 +132,30 @@ func (h *Hub) End(sessionID, kind string) {
 	sh.mu.Unlock()
 }
 
+// Fail ends every subscription of sessionID, or of every session when
+// sessionID is empty, with err.
+func (h *Hub) Fail(sessionID string, err error) {
+	if sessionID != "" {
+		sh := &h.shard[h.shardOf(sessionID)]
+		sh.mu.Lock()
+		for s := range sh.subs[sessionID] {
+			h.endLocked(s, err)
+		}
+		sh.mu.Unlock()
+		return
+	}
+	for i := range h.shard {
+		sh := &h.shard[i]
+		sh.mu.Lock()
+		for _, m := range sh.subs {
+			for s := range m {
+				h.endLocked(s, err)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 func sessionOf(n baton.Notice) string {
 	if n.Event != nil {
 		return n.Event.SessionID

@@ -156,3 +156,30 @@ func BenchmarkFanout1000(b *testing.B) {
 	h.End("s", "")
 	wg.Wait()
 }
+
+func TestFail(t *testing.T) {
+	h := New(4)
+	moved := errors.New("moved")
+	a1, a2 := h.Subscribe("a", baton.SubObserver), h.Subscribe("a", baton.SubTurn)
+	b := h.Subscribe("b", baton.SubObserver)
+	h.Fail("a", moved)
+	for _, s := range []baton.Subscription{a1, a2} {
+		if _, ok := <-s.C(); ok || !errors.Is(s.Err(), moved) {
+			t.Fatalf("a's subscription after Fail(a): open %v, err %v", ok, s.Err())
+		}
+	}
+	h.Publish(ev("b", 1))
+	if n := <-b.C(); n.Event.Seq != 1 {
+		t.Fatalf("b got %v after a failed", n)
+	}
+	c := h.Subscribe("c", baton.SubObserver)
+	down := errors.New("shutting down")
+	h.Fail("", down)
+	for _, s := range []baton.Subscription{b, c} {
+		if _, ok := <-s.C(); ok || !errors.Is(s.Err(), down) {
+			t.Fatalf("subscription after Fail(all): open %v, err %v", ok, s.Err())
+		}
+	}
+	h.Publish(ev("b", 2)) // nobody left: must not block or panic
+	b.Close()             // closing an ended subscription is harmless
+}

@@ -560,3 +560,37 @@ func TestClusterStaleOwnerCannotAppend(t *testing.T) {
 		t.Errorf("owners %v; want b alone", owners)
 	}
 }
+
+// TestShutdownEndsSubscriptions: a graceful stop ends live subscriptions
+// at once with an error frame saying how to resume, instead of letting
+// them hold the drain until BAE_SHUTDOWN_TIMEOUT.
+func TestShutdownEndsSubscriptions(t *testing.T) {
+	t.Parallel()
+	ctx := loopCtx(t)
+	s := startServer(t, func(env map[string]string) { env["BAE_SHUTDOWN_TIMEOUT"] = "600" })
+	pro := loopProfile(t, s, map[string]any{"primary_provider": "script"})
+	h, _ := loopHarness(t, s, pro)
+	sess, err := h.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.stop()
+	}()
+	_, err = sub.Next(ctx)
+	if err == nil || !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "since_event_id") {
+		t.Fatalf("subscription at shutdown: %v, want the shutting-down error frame", err)
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the server did not stop while a subscription was open")
+	}
+}

@@ -285,6 +285,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		}
 	}
 	execs.close(sctx, cfg.ShutdownTimeout, log) // drain, then 1001: executors come back after a restart
+	// Subscriptions would hold the drain until the timeout: they end now
+	// with an error frame that says how to resume (on another node).
+	feed.Fail("", errShuttingDown)
 	errC := client.Shutdown(sctx)
 	errA := admin.Shutdown(sctx)
 	if err := errors.Join(errC, errA); err != nil {
@@ -292,6 +295,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	return nil
 }
+
+// errShuttingDown ends the live subscriptions at shutdown.
+var errShuttingDown = baton.Errorf(baton.ECodeUnavailable, "the server is shutting down; subscribe again with since_event_id set to the last event received")
 
 // publish hands each committed batch of events to the live feed, from the
 // store's single writer, so subscribers see every session in order.
