@@ -170,3 +170,13 @@ func ParseSessionID(s string) (id string, ok bool) {
 	}
 	return PrefixSession + digits, true
 }
+
+// SessionUUID is the UUID form of a ses_ id, which ParseSessionID reads
+// back; anything else is returned as it is.
+func SessionUUID(id string) string {
+	b, err := hex.DecodeString(strings.TrimPrefix(id, PrefixSession))
+	if err != nil || len(b) != 16 {
+		return id
+	}
+	return FormatUUID(b)
+}

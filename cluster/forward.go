@@ -50,13 +50,14 @@ func SessionOf(r *http.Request) string {
 		}
 		return id
 	}
-	if rest, ok := strings.CutPrefix(p, "/v1/sessions/"); ok {
-		id, _, _ := strings.Cut(rest, "/")
-		return id
-	}
-	if rest, ok := strings.CutPrefix(p, "/v1/fs/"); ok {
-		id, _, _ := strings.Cut(rest, "/")
-		return id
+	for _, prefix := range []string{"/v1/sessions/", "/v1/fs/"} {
+		if rest, ok := strings.CutPrefix(p, prefix); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			if ses, ok := baton.ParseSessionID(id); ok {
+				return ses // the /v1 routes also take the UUID form
+			}
+			return id
+		}
 	}
 	return ""
 }
@@ -223,9 +224,10 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id, base string, bo
 
 // relay copies the owner's answer to w, flushing as it goes so that
 // NDJSON streams stay live. If the owner's stream breaks (it stopped
-// mid-stream), an NDJSON stream ends with a JSON-RPC error frame the
-// client can resume from; any other answer is cut, so that the client
-// cannot mistake it for a complete one.
+// mid-stream), a JSON-RPC stream (/rpc) ends with an error frame the
+// client can resume from; any other answer, a registered client's calls
+// stream included, is cut, so that the client cannot mistake it for a
+// complete one and reconnects.
 func (n *Node) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
@@ -257,7 +259,7 @@ func (n *Node) relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 				return
 			}
 			n.log.Warn("forward: owner's stream broke", "node_id", n.opts.ID, "path", r.URL.Path, "err", err)
-			if isNDJSON(resp.Header.Get("Content-Type")) {
+			if isNDJSON(resp.Header.Get("Content-Type")) && strings.HasSuffix(r.URL.Path, "/rpc") {
 				frame := wire.ErrorFrame(nil, &wire.Error{Code: wire.CodeServer, Message: ErrOwnerLost})
 				_, _ = w.Write(append(frame, '\n'))
 				_ = rc.Flush()

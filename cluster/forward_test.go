@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/baton-engine/baton"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,9 @@ func TestSessionOf(t *testing.T) {
 		{"GET", "/v1/sessions/ses_2", "ses_2"},
 		{"GET", "/v1/sessions/ses_2/events", "ses_2"}, // only /api/v1's log is exempt
 		{"GET", "/v1/fs/ses_3/tree", "ses_3"},
+		// The /v1 routes take a session id in UUID form too.
+		{"GET", "/v1/sessions/0123abcd-4567-89ab-cdef-0123456789ab/clients", "ses_0123abcd456789abcdef0123456789ab"},
+		{"GET", "/v1/fs/0123ABCD-4567-89AB-CDEF-0123456789AB/v", "ses_0123abcd456789abcdef0123456789ab"},
 		{"PUT", "/v1/fs/ses_3/a/b/c.txt", "ses_3"},
 		{"GET", "/v1/fs/ses_3", "ses_3"},
 		{"GET", "/v1/fs/", ""},
@@ -164,9 +168,15 @@ func (s *streamer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // openStream starts a streamed request about sessionID at node to.
 func (c *testCluster) openStream(t *testing.T, to *testNode, sessionID string) (*http.Response, *bufio.Reader) {
 	t.Helper()
+	return c.openStreamAt(t, to, "/api/v1/sessions/"+sessionID+"/rpc")
+}
+
+// openStreamAt is openStream on any path.
+func (c *testCluster) openStreamAt(t *testing.T, to *testNode, path string) (*http.Response, *bufio.Reader) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to.srv.URL+"/api/v1/sessions/"+sessionID+"/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"subscribe"}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to.srv.URL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"subscribe"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +251,24 @@ func TestForwardOwnerLost(t *testing.T) {
 		}
 		if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
 			t.Errorf("after the error frame: %q, %v; want the end", rest, err)
+		}
+	})
+	t.Run("ndjson calls stream", func(t *testing.T) {
+		// Not JSON-RPC: a registered client would read an error frame as
+		// a call, so the answer is cut and the client reconnects.
+		c := newTestCluster(t)
+		st := &streamer{contentType: "application/x-ndjson", release: make(chan struct{}), then: abort}
+		a := c.start(t, "a", nodeSpec{inner: st})
+		b := c.start(t, "b", nodeSpec{})
+		sid := a.openSession(t)
+
+		_, r := c.openStreamAt(t, b, "/v1/sessions/"+baton.SessionUUID(sid)+"/clients/cli_1/calls")
+		if line, err := r.ReadString('\n'); err != nil || line != `{"frame":1}`+"\n" {
+			t.Fatalf("first frame %q, %v", line, err)
+		}
+		close(st.release)
+		if rest, err := io.ReadAll(r); err == nil || len(rest) != 0 {
+			t.Errorf("after the owner broke: %q, err %v; want the answer cut", rest, err)
 		}
 	})
 	t.Run("other", func(t *testing.T) {

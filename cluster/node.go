@@ -270,6 +270,9 @@ func (n *Node) renew(ctx context.Context) error {
 		if _, ok := held[id]; !ok && o.since.Before(start) {
 			lost = append(lost, id)
 			delete(n.owned, id)
+			// Resolving waits until the session is disowned and evicted, so
+			// that a takeover right away is not undone by either.
+			n.inflight[id] = make(chan struct{})
 		}
 	}
 	for id, epoch := range held { // sessions opened here since the last round
@@ -281,7 +284,12 @@ func (n *Node) renew(ctx context.Context) error {
 	for _, id := range lost {
 		n.opts.Store.Disown(id)
 		n.opts.Engine.Evict(id)
-		n.log.Warn("session lease lost", "node_id", n.opts.ID, "session_id", id)
+		n.mu.Lock()
+		done := n.inflight[id]
+		delete(n.inflight, id)
+		n.mu.Unlock()
+		close(done)
+		n.log.Info("session lease ended: closed, or taken over by another node", "node_id", n.opts.ID, "session_id", id)
 	}
 	return nil
 }

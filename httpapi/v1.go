@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -46,14 +45,8 @@ func ParseSessionID(s string) (string, error) {
 	return id, nil
 }
 
-// SessionUUID is the UUID form of a ses_ id.
-func SessionUUID(id string) string {
-	b, err := hex.DecodeString(strings.TrimPrefix(id, baton.PrefixSession))
-	if err != nil || len(b) != 16 {
-		return id
-	}
-	return baton.FormatUUID(b)
-}
+// SessionUUID is the UUID form of a ses_ id (baton.SessionUUID).
+func SessionUUID(id string) string { return baton.SessionUUID(id) }
 
 // v1Caller authenticates a /v1 request for the session in the path and
 // returns the session id and the client key id acting.

@@ -728,3 +728,22 @@ func TestClusterOrphanedSessions(t *testing.T) {
 		t.Errorf("SQLite: %v, want unavailable", err)
 	}
 }
+
+// TestClusterRenewSkipsEnded: the lease of a session that ended is not
+// renewed: it lapses, and the node stops counting it.
+func TestClusterRenewSkipsEnded(t *testing.T) {
+	c := newCluster(t, "a")
+	a := c.nodes["a"]
+	ctx := context.Background()
+	open, ended := clusterSession(t, a), clusterSession(t, a)
+	if _, err := a.EndSession(ctx, ended, baton.StateClosed, newEvent(ended, baton.EventSessionClose)); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := a.RenewLeases(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(renewed) != 1 || renewed[0].SessionID != open {
+		t.Errorf("renewed %+v, want only the open session %s", renewed, open)
+	}
+}
