@@ -87,4 +87,8 @@ type LeaseStore interface {
 	// expired, or that never had one: nobody acts for them, and any node
 	// may take them over.
 	OrphanedSessions(ctx context.Context, limit int) ([]string, error)
+	// RevokedSessions returns up to limit open sessions nodeID holds a
+	// live lease on whose participants' keys were all revoked: a client
+	// key revoked on another node leaves them to their owner to close.
+	RevokedSessions(ctx context.Context, nodeID string, limit int) ([]string, error)
 }

@@ -36,6 +36,9 @@ type Engine interface {
 	Adopt(ctx context.Context, sessionID string) error
 	// Evict drops the runtime of a session this node no longer owns.
 	Evict(sessionID string)
+	// CloseRevoked closes a session whose keys were all revoked on
+	// another node.
+	CloseRevoked(ctx context.Context, sessionID string) error
 }
 
 // Options configure a Node.
@@ -219,6 +222,7 @@ func (n *Node) tick(ctx context.Context, prune bool) {
 	step("lease renewal", n.renew)
 	step("heartbeat", n.heartbeat)
 	step("takeover sweep", n.sweep)
+	step("revoked sessions sweep", n.closeRevoked)
 	step("forward targets check", n.checkTargets)
 	if prune {
 		step("dead node sweep", n.prune)
@@ -292,6 +296,21 @@ func (n *Node) renew(ctx context.Context) error {
 		n.log.Info("session lease ended: closed, or taken over by another node", "node_id", n.opts.ID, "session_id", id)
 	}
 	return nil
+}
+
+// closeRevoked closes the sessions this node owns whose keys were all
+// revoked, on whichever node: a revocation closes at once only the
+// sessions its own node owns.
+func (n *Node) closeRevoked(ctx context.Context) error {
+	ids, err := n.opts.Store.RevokedSessions(ctx, n.opts.ID, orphanBatch)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, n.opts.Engine.CloseRevoked(ctx, id))
+	}
+	return errors.Join(errs...)
 }
 
 // heartbeat records that the node is alive, registering it again if

@@ -301,6 +301,14 @@ type fakeEngine struct {
 	mu      sync.Mutex
 	adopted []string
 	evicted []string
+	revoked []string
+}
+
+func (e *fakeEngine) CloseRevoked(_ context.Context, sessionID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.revoked = append(e.revoked, sessionID)
+	return nil
 }
 
 func (e *fakeEngine) Adopt(_ context.Context, sessionID string) error {

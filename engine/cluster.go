@@ -64,6 +64,34 @@ func (e *Engine) Adopt(ctx context.Context, sessionID string) error {
 	return a.loadLocked(ctx)
 }
 
+// CloseRevoked closes an open session that no participant can act in any
+// more, its keys having been revoked on another node of the cluster: the
+// same session.close {"reason":"client_key_revoked"} that RevokeClientKey
+// records, attributed to the session's creator, and the same cascade.
+func (e *Engine) CloseRevoked(ctx context.Context, sessionID string) error {
+	s, err := e.store.Session(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("close revoked %s: %w", sessionID, err)
+	}
+	if s.State != baton.StateOpen {
+		return nil
+	}
+	ev := baton.NewEvent(sessionID, s.ClientKeyID, baton.EventSessionClose, map[string]string{"reason": "client_key_revoked"})
+	closed, err := e.store.EndSession(ctx, sessionID, baton.StateClosed, ev)
+	e.dropRow(sessionID)
+	if err != nil {
+		return fmt.Errorf("close revoked %s: %w", sessionID, err)
+	}
+	if e.auth != nil {
+		e.auth.Forget(s.ClientKeyID)
+	}
+	if closed {
+		e.forget(ctx, sessionID, s.ClientKeyID)
+		e.log.Info("session closed: its client key was revoked on another node", "session_id", sessionID, "key_id", s.ClientKeyID)
+	}
+	return nil
+}
+
 // ErrMoved ends the streams of a session this node stopped serving.
 var ErrMoved = baton.Errorf(baton.ECodeUnavailable, "the session moved to another node; subscribe again with since_event_id set to the last event received")
 

@@ -287,3 +287,35 @@ WHERE s.state = 'open' AND (l.session_id IS NULL OR l.expires_at <= now()) ORDER
 	}
 	return out, nil
 }
+
+// RevokedSessions returns up to limit open sessions that nodeID holds a
+// live lease on and that no participant can act in any more: every
+// session key of theirs was revoked. In a cluster the node that revokes a
+// client key closes such sessions only where it is the owner; each owner
+// closes its own (see baton.LeaseStore).
+func (db *DB) RevokedSessions(ctx context.Context, nodeID string, limit int) ([]string, error) {
+	c, err := db.cluster()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryContext(ctx, `SELECT s.id FROM session_leases l JOIN sessions s ON s.id = l.session_id
+WHERE l.node_id = $1 AND l.expires_at > now() AND s.state = 'open'
+AND NOT EXISTS (SELECT 1 FROM keys k WHERE k.name = s.id AND k.role = 'session' AND k.deleted_at IS NULL)
+ORDER BY s.ord LIMIT $2`, nodeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("revoked sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("revoked sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("revoked sessions: %w", err)
+	}
+	return out, nil
+}

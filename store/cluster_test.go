@@ -747,3 +747,40 @@ func TestClusterRenewSkipsEnded(t *testing.T) {
 		t.Errorf("renewed %+v, want only the open session %s", renewed, open)
 	}
 }
+
+// TestClusterRevokeLeavesOthersSessions: revoking a client key on a node
+// closes the sessions it orphans that this node owns; those another node
+// owns stay open for their owner, which RevokedSessions shows them to.
+func TestClusterRevokeLeavesOthersSessions(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	ctx := context.Background()
+	p := mkProfile(t, a, "p")
+	k := mkKey(t, a, baton.RoleClient, p.ID)
+	onA, _ := mkSession(t, a, k)
+	onB, _ := mkSession(t, b, k)
+	closed, err := a.RevokeClientKey(ctx, k.ID, func(sid string) *baton.Event {
+		return baton.NewEvent(sid, k.ID, baton.EventSessionClose, map[string]string{"reason": "client_key_revoked"})
+	})
+	if err != nil {
+		t.Fatalf("revoking on a with a session owned by b: %v", err)
+	}
+	if len(closed) != 1 || closed[0] != onA.ID {
+		t.Errorf("a closed %v, want only its own %s", closed, onA.ID)
+	}
+	if s, _ := b.Session(ctx, onB.ID); s.State != baton.StateOpen {
+		t.Errorf("b's session is %s after a's revocation, want open for b to close", s.State)
+	}
+	if got, err := b.RevokedSessions(ctx, "b", 10); err != nil || len(got) != 1 || got[0] != onB.ID {
+		t.Errorf("b's revoked sessions %v, %v; want %s", got, err, onB.ID)
+	}
+	if got, _ := a.RevokedSessions(ctx, "a", 10); len(got) != 0 {
+		t.Errorf("a's revoked sessions %v, want none (its one is closed)", got)
+	}
+	if _, err := b.EndSession(ctx, onB.ID, baton.StateClosed, newEvent(onB.ID, baton.EventSessionClose)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.RevokedSessions(ctx, "b", 10); len(got) != 0 {
+		t.Errorf("after b closed it: %v", got)
+	}
+}

@@ -47,6 +47,14 @@ func (f *fencer) disown(sessionID string) {
 	f.mu.Unlock()
 }
 
+// owns reports whether this node owns sessionID.
+func (f *fencer) owns(sessionID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.owned[sessionID]
+	return ok
+}
+
 // take returns the session's ownership and clears its reload flag.
 func (f *fencer) take(sessionID string) (ownership, bool) {
 	f.mu.Lock()

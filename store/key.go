@@ -157,6 +157,9 @@ WHERE client_id = $1 AND role = 'session' AND deleted_at IS NULL`, id, now); err
 			if n > 0 {
 				continue // another participant is still active
 			}
+			if t.w.fence != nil && !t.w.fence.owns(sid) {
+				continue // cluster mode: its owner closes it (RevokedSessions)
+			}
 			if _, err := t.exec(`UPDATE sessions SET state = 'closed', closed_at = $2 WHERE id = $1 AND state = 'open'`,
 				sid, now); err != nil {
 				return fmt.Errorf("close session: %w", err)

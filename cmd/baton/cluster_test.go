@@ -33,6 +33,7 @@ type testCluster struct {
 	nodes    []*child
 	adminKey string
 	key      string // client key of a scripted profile that allows get_time
+	keyID    string // its id
 }
 
 // startCluster starts n nodes sharing one fresh PostgreSQL schema, or
@@ -67,7 +68,7 @@ func startClusterWith(t *testing.T, n int, extraConfig, provider string) *testCl
 	mustStatus(t, r, 201)
 	r = call(t, "POST", c.nodes[0].adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "k", "profile_id": r.json(t)["id"]})
 	mustStatus(t, r, 201)
-	c.key = r.json(t)["key"].(string)
+	c.key, c.keyID = r.json(t)["key"].(string), r.json(t)["id"].(string)
 	return c
 }
 
@@ -592,5 +593,29 @@ func TestShutdownEndsSubscriptions(t *testing.T) {
 	case <-stopped:
 	case <-ctx.Done():
 		t.Fatal("the server did not stop while a subscription was open")
+	}
+}
+
+// TestClusterRevokeClosesSessionsOnEveryNode: revoking a client key
+// through one node's admin API closes the sessions it orphans on every
+// node: the owner of each records session.close client_key_revoked.
+func TestClusterRevokeClosesSessionsOnEveryNode(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 2)
+	ctx := loopCtx(t)
+	a, b := c.nodes[0], c.nodes[1]
+	sess, err := c.harness(newRoundRobin(t, c.clientURLs(a)), func() string { return "" }).Connect(ctx) // owned by a
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	mustStatus(t, call(t, "DELETE", b.adminURL+"/admin/v1/keys/"+c.keyID, c.adminKey, nil), 204)
+	evs := readUntil(t, ctx, sub, "session.close")
+	if p := payload(t, evs[len(evs)-1]); p["reason"] != "client_key_revoked" {
+		t.Errorf("session.close %v, want client_key_revoked", p)
 	}
 }
