@@ -66,6 +66,9 @@ type EventLog interface {
 	// EventSeq returns the Seq of an event of the session, or 0 when the
 	// session has no event with that id.
 	EventSeq(ctx context.Context, sessionID, eventID string) (int64, error)
+	// LastSeq returns the Seq of the session's last committed event (0
+	// for none).
+	LastSeq(ctx context.Context, sessionID string) (int64, error)
 }
 
 // Stats are catalogue counts for the activity summary log.

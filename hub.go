@@ -5,11 +5,22 @@ import (
 	"errors"
 )
 
-// Notice is one item of a session's live feed: a committed event, or a
-// streamed text delta of a running model call (never persisted).
+// Notice is one item of a session's live feed: a committed event, a
+// streamed text delta of a running model call (never persisted), or, in
+// a cluster, a Ring.
 type Notice struct {
 	Event *Event
 	Delta *Delta
+	Ring  *Ring
+}
+
+// Ring says that another node committed a session's events up to Seq
+// (docs/cluster.md): the doorbell, not the events. Only observer
+// subscriptions get rings; they read what they have not seen from the
+// log, which stays the truth.
+type Ring struct {
+	SessionID string
+	Seq       int64
 }
 
 // Delta is a piece of assistant text streamed while a model call runs,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -83,6 +84,32 @@ func (n *Node) Forward(next http.Handler) http.Handler {
 	})
 }
 
+// servedAnywhere reports whether r is a JSON-RPC call that any node
+// serves from the shared log: session.subscribe without stream_deltas
+// (rings and the log feed it, so it survives the owner's death; deltas
+// exist only on the owner, which serves the subscriptions that want
+// them) and session.unsubscribe (which ends the feeds of every node).
+func servedAnywhere(r *http.Request, body []byte) bool {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/rpc") {
+		return false
+	}
+	req, perr := wire.Parse(body)
+	if perr != nil || req == nil {
+		return false
+	}
+	switch req.Method {
+	case "session.subscribe":
+		var p struct {
+			Deltas bool `json:"stream_deltas"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		return !p.Deltas
+	case "session.unsubscribe":
+		return true
+	}
+	return false
+}
+
 // serveForwarded serves a request another node sent here as the owner.
 // It is never forwarded again: a node that is not the owner any more
 // says so, and the sender looks again.
@@ -105,6 +132,11 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 	body, replayable, err := n.replayable(r)
 	if err != nil {
 		n.writeError(w, r, baton.Errorf(baton.ECodeBadRequest, "read request body: %v", err))
+		return
+	}
+	if replayable && servedAnywhere(r, body) {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
 		return
 	}
 	deadline := time.Now().Add(2*n.ttl + time.Second)

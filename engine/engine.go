@@ -80,6 +80,11 @@ type Options struct {
 	// MaxSubscribers caps a session's live session.subscribe streams
 	// (BATON_MAX_SUBSCRIBERS_PER_SESSION; default DefaultMaxSubscribers).
 	MaxSubscribers int
+
+	// Unsubscribed, when set, is told of every session.unsubscribe after
+	// this node's feeds of the session ended: in a cluster it tells the
+	// other nodes, whose feeds end by EndFeeds.
+	Unsubscribed func(ctx context.Context, sessionID string) error
 }
 
 // Defaults of the per-session caps of Options.
@@ -136,6 +141,8 @@ type Engine struct {
 	feeds feeds // live session.subscribe feeds (rpc.go)
 
 	maxQueued int // queued turns per session
+
+	unsubscribed func(ctx context.Context, sessionID string) error
 }
 
 var (
@@ -159,7 +166,7 @@ func New(opts Options) *Engine {
 		subs: newSubagents(opts.MaxSubagents, opts.SubagentTimeout),
 
 		executors: opts.Executors, executorTimeout: opts.ExecutorCallTimeout,
-		maxQueued: opts.MaxQueuedTurns,
+		maxQueued: opts.MaxQueuedTurns, unsubscribed: opts.Unsubscribed,
 	}
 	if e.maxQueued <= 0 {
 		e.maxQueued = DefaultMaxQueuedTurns

@@ -152,3 +152,54 @@ func TestSubscribeErrorSessionStaysLive(t *testing.T) {
 		t.Fatalf("Next = %v, %v, closed %v; want the end of a closed session's feed", n, err, f.Closed())
 	}
 }
+
+// TestSubscribeRing: on a node that does not write the session (a
+// cluster's other node), commits reach a feed as rings: the feed reads
+// what it has not seen from the log, once, in order, and ends after the
+// session.close it reads there.
+func TestSubscribeRing(t *testing.T) {
+	ctx := context.Background()
+	rings := hub.New(0)
+	db, s := storeWithSession(t, store.Options{}) // commits reach no hub here
+	e := engine.New(engine.Options{Store: db, Hub: rings, ClientSweep: -1})
+	t.Cleanup(func() { e.Close() })
+	before := baton.NewEvent(s.ID, "key_1", "a.before", struct{}{})
+	if err := db.Append(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.Subscribe(ctx, &baton.Key{Name: s.ID, ClientID: "key_1"}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, ok := f.Poll(); ok { // caught up with the log: nothing after the start
+		t.Fatalf("Poll at the start = %v", n.Event.Type)
+	}
+	one, two := baton.NewEvent(s.ID, "key_1", "b.one", struct{}{}), baton.NewEvent(s.ID, "key_1", "b.two", struct{}{})
+	if err := db.Append(ctx, one, two); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := f.Poll(); ok {
+		t.Fatalf("Poll before any ring = %v", n.Event.Type)
+	}
+	rings.Ring(s.ID, 3)
+	rings.Ring(s.ID, 3) // a repeated doorbell reads nothing twice
+	for _, want := range []string{"b.one", "b.two"} {
+		if n, err := f.Next(ctx); err != nil || n == nil || n.Event.Type != want {
+			t.Fatalf("Next = %v, %v; want %s from the log", n, err, want)
+		}
+	}
+	if n, ok := f.Poll(); ok {
+		t.Fatalf("Poll after the rung events = %v, want nothing (before the subscription is not replayed)", n.Event.Type)
+	}
+	if ok, err := db.EndSession(ctx, s.ID, baton.StateClosed, baton.NewEvent(s.ID, "key_1", baton.EventSessionClose, struct{}{})); err != nil || !ok {
+		t.Fatalf("EndSession = %v, %v", ok, err)
+	}
+	rings.Ring(s.ID, 4)
+	if n, err := f.Next(ctx); err != nil || n == nil || n.Event.Type != baton.EventSessionClose {
+		t.Fatalf("Next = %v, %v; want the session.close", n, err)
+	}
+	if n, err := f.Next(ctx); n != nil || err != nil || !f.Closed() {
+		t.Fatalf("after the close: %v, %v, closed %v; want the end, closed", n, err, f.Closed())
+	}
+}

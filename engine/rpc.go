@@ -181,9 +181,18 @@ func (e *Engine) UpdateClientTools(ctx context.Context, key *baton.Key, raw json
 }
 
 // Unsubscribe ends every session.subscribe stream of the session.
-func (e *Engine) Unsubscribe(_ context.Context, key *baton.Key) error {
+func (e *Engine) Unsubscribe(ctx context.Context, key *baton.Key) error {
 	e.feeds.unsubscribe(e.hub, key.Name)
+	if e.unsubscribed != nil {
+		return e.unsubscribed(ctx, key.Name)
+	}
 	return nil
+}
+
+// EndFeeds ends this node's session.subscribe feeds of a session that a
+// client unsubscribed from through another node of the cluster.
+func (e *Engine) EndFeeds(sessionID string) {
+	e.feeds.unsubscribe(e.hub, sessionID)
 }
 
 // feeds tracks the live session.subscribe feeds of every session, so that
@@ -248,6 +257,16 @@ const replayChunk = 200
 // still takes events (BAE's client API), so its feed stays live.
 func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID string, deltas bool) (*baton.Feed, error) {
 	id := key.Name
+	// Without since_event_id the feed starts at the log's end as read
+	// before subscribing: whatever commits from here on reaches it, by
+	// the hub or, from another node of a cluster, by a ring and the log.
+	var base int64
+	if sinceEventID == "" {
+		var err error
+		if base, err = e.store.LastSeq(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	end, sub, err := e.feeds.subscribe(e.hub, id)
 	if err != nil {
 		return nil, err
@@ -262,13 +281,14 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 		return nil, err
 	}
 	var (
-		last      int64 // highest seq delivered
-		replaying = sinceEventID != ""
+		last      = base // highest seq delivered
+		replaying = true // reads the log after last until it is caught up
 		buf       []*baton.Event
 		ended     = s.State == baton.StateClosed
 		closed    = ended
+		rung      bool // another node writes the session (a ring came)
 	)
-	if replaying {
+	if sinceEventID != "" {
 		if last, err = e.store.EventSeq(ctx, id, sinceEventID); err != nil {
 			stop()
 			return nil, err
@@ -278,11 +298,17 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 	// instead of waiting, and leaves an ended feed for a blocking call to
 	// report.
 	step := func(ctx context.Context, block bool) (*baton.Notice, bool, error) {
+	again:
 		for replaying {
 			if len(buf) > 0 {
 				ev := buf[0]
 				buf = buf[1:]
 				last = ev.Seq
+				if rung && ev.Type == baton.EventSessionClose {
+					// Nothing on this node ends the hub's feed of a session
+					// another node closed: the close event does.
+					ended, closed, replaying, buf = true, true, false, nil
+				}
 				return &baton.Notice{Event: ev}, true, nil
 			}
 			evs, err := e.store.EventsAfter(ctx, id, last, replayChunk)
@@ -336,6 +362,13 @@ func (e *Engine) Subscribe(ctx context.Context, key *baton.Key, sinceEventID str
 			if n.Delta != nil {
 				if deltas {
 					return &n, true, nil
+				}
+				continue
+			}
+			if n.Ring != nil {
+				if n.Ring.Seq > last {
+					rung, replaying = true, true
+					goto again
 				}
 				continue
 			}

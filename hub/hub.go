@@ -156,12 +156,55 @@ func (h *Hub) Fail(sessionID string, err error) {
 	}
 }
 
+// Ring tells the session's observer subscriptions that another node
+// committed its events up to seq (a baton.Ring). A subscriber whose
+// buffer is full is ended with baton.ErrLagged, as by Publish.
+func (h *Hub) Ring(sessionID string, seq int64) {
+	n := baton.Notice{Ring: &baton.Ring{SessionID: sessionID, Seq: seq}}
+	sh := &h.shard[h.shardOf(sessionID)]
+	sh.mu.Lock()
+	for s := range sh.subs[sessionID] {
+		if s.kind != baton.SubObserver {
+			continue
+		}
+		select {
+		case s.ch <- n:
+		default:
+			h.endLocked(s, baton.ErrLagged)
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// Observed returns the sessions that have observer subscriptions, which
+// a resync rings.
+func (h *Hub) Observed() []string {
+	var out []string
+	for i := range h.shard {
+		sh := &h.shard[i]
+		sh.mu.Lock()
+		for id, m := range sh.subs {
+			for s := range m {
+				if s.kind == baton.SubObserver {
+					out = append(out, id)
+					break
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
 func sessionOf(n baton.Notice) string {
 	if n.Event != nil {
 		return n.Event.SessionID
 	}
 	if n.Delta != nil {
 		return n.Delta.SessionID
+	}
+	if n.Ring != nil {
+		return n.Ring.SessionID
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -182,4 +183,42 @@ func TestFail(t *testing.T) {
 	}
 	h.Publish(ev("b", 2)) // nobody left: must not block or panic
 	b.Close()             // closing an ended subscription is harmless
+}
+
+func TestRing(t *testing.T) {
+	h := New(2)
+	obs, turn := h.Subscribe("s", baton.SubObserver), h.Subscribe("s", baton.SubTurn)
+	other := h.Subscribe("t", baton.SubObserver)
+	if got := fmt.Sprint(sortedStrings(h.Observed())); got != "[s t]" {
+		t.Fatalf("Observed = %s", got)
+	}
+	h.Ring("s", 7)
+	if n := <-obs.C(); n.Ring == nil || n.Ring.SessionID != "s" || n.Ring.Seq != 7 {
+		t.Fatalf("observer got %+v, want the ring", n)
+	}
+	select {
+	case n := <-turn.C():
+		t.Fatalf("a turn stream got %+v; rings are for observers only", n)
+	case n := <-other.C():
+		t.Fatalf("another session's observer got %+v", n)
+	default:
+	}
+	for range 3 { // past the buffer of 2: lagged, as for events
+		h.Ring("s", 8)
+	}
+	for range obs.C() {
+	}
+	if !errors.Is(obs.Err(), baton.ErrLagged) {
+		t.Fatalf("a full observer: err %v, want lagged", obs.Err())
+	}
+	turn.Close()
+	other.Close()
+	if got := h.Observed(); len(got) != 0 {
+		t.Fatalf("Observed after every observer ended = %v", got)
+	}
+}
+
+func sortedStrings(s []string) []string {
+	slices.Sort(s)
+	return s
 }

@@ -652,7 +652,8 @@ func TestNoticeRoundTrip(t *testing.T) {
 		t.Errorf("unnameable session: %+v %v, want a resync", n, err)
 	}
 	for _, bad := range []string{"", "baton1 ", "baton2 n\ns 1", "baton1 n\ns", "baton1 n\ns 0", "baton1 n\ns 01",
-		"baton1 n\ns 1\ns 2", "baton1 n resync\ns 1", "baton1 n\n"} {
+		"baton1 n\ns 1\ns 2", "baton1 n resync\ns 1", "baton1 n\n",
+		"baton1 n unsubscribe ", "baton1 n unsubscribe a b", "baton1 n unsubscribe s\ns 1"} {
 		if _, err := DecodeNotice(bad); err == nil {
 			t.Errorf("DecodeNotice(%q) accepted", bad)
 		}
@@ -666,12 +667,19 @@ func FuzzDecodeNotice(f *testing.F) {
 	f.Add("baton1 a resync")
 	f.Add("baton1 a")
 	f.Add("baton1 n\ns 01")
+	f.Add("baton1 n unsubscribe ses_1")
 	f.Fuzz(func(t *testing.T, payload string) {
 		n, err := DecodeNotice(payload)
 		if err != nil {
 			return
 		}
 		if n.Resync {
+			return
+		}
+		if n.Unsubscribe != "" {
+			if m, err := DecodeNotice(notifyPrefix + n.Node + " unsubscribe " + n.Unsubscribe); err != nil || m.Node != n.Node || m.Unsubscribe != n.Unsubscribe || m.Seqs != nil || m.Resync {
+				t.Fatalf("unsubscribe %+v re-encoded: %+v, %v", n, m, err)
+			}
 			return
 		}
 		for _, p := range encodeNotices(n.Node, n.Seqs) {
@@ -782,5 +790,45 @@ func TestClusterRevokeLeavesOthersSessions(t *testing.T) {
 	}
 	if got, _ := b.RevokedSessions(ctx, "b", 10); len(got) != 0 {
 		t.Errorf("after b closed it: %v", got)
+	}
+}
+
+// TestClusterNotifyUnsubscribe: an unsubscribe reaches the other nodes'
+// listeners, not the sender's.
+func TestClusterNotifyUnsubscribe(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	got := make(chan Notice, 8)
+	l, err := NewListener(b, ListenerOptions{OnNotice: func(n Notice) { got <- n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	own, err := NewListener(a, ListenerOptions{OnNotice: func(n Notice) { t.Errorf("a heard its own notice %+v", n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if err := a.NotifyUnsubscribe(context.Background(), "ses_x"); err != nil {
+		t.Fatal(err)
+	}
+	for n := range got {
+		if n.Resync {
+			continue
+		}
+		if n.Node != "a" || n.Unsubscribe != "ses_x" {
+			t.Fatalf("b heard %+v, want a's unsubscribe of ses_x", n)
+		}
+		break
+	}
+	sq := openSQLite(t)
+	if err := sq.NotifyUnsubscribe(context.Background(), "ses_x"); err != nil {
+		t.Errorf("single node: %v, want nothing to do", err)
 	}
 }

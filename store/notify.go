@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -18,7 +19,9 @@ import (
 //
 // A payload is text lines: "baton1 <node>", then "<session> <seq>" for
 // each session, or "baton1 <node> resync" alone, which asks every
-// listener to reread whatever it follows.
+// listener to reread whatever it follows, or "baton1 <node> unsubscribe
+// <session>" alone: a client ended the session's subscriptions
+// (session.unsubscribe), which live on every node.
 
 // notifyPrefix starts every payload; its digit is the format's version.
 const notifyPrefix = "baton1 "
@@ -38,6 +41,9 @@ type Notice struct {
 	// or a sender gave up on detail): every followed session must be
 	// reread from its log.
 	Resync bool
+	// Unsubscribe names a session whose subscriptions must end on every
+	// node.
+	Unsubscribe string
 }
 
 // notifyChannel is the channel of the nodes sharing schema: nodes of
@@ -101,6 +107,12 @@ func DecodeNotice(payload string) (Notice, error) {
 		return Notice{}, errors.New("store: notice: unknown format")
 	}
 	head, body, _ := strings.Cut(rest, "\n")
+	if node, session, ok := strings.Cut(head, " unsubscribe "); ok {
+		if !validName(node) || !validName(session) || body != "" {
+			return Notice{}, errors.New("store: notice: bad unsubscribe")
+		}
+		return Notice{Node: node, Unsubscribe: session}, nil
+	}
 	node, resync := strings.CutSuffix(head, " resync")
 	if !validName(node) {
 		return Notice{}, errors.New("store: notice: bad node name")
@@ -127,6 +139,22 @@ func DecodeNotice(payload string) (Notice, error) {
 		n.Seqs[id] = seq
 	}
 	return n, nil
+}
+
+// NotifyUnsubscribe tells every other node that sessionID's
+// subscriptions end (session.unsubscribe). Without cluster mode it does
+// nothing.
+func (db *DB) NotifyUnsubscribe(ctx context.Context, sessionID string) error {
+	if db.w.fence == nil {
+		return nil
+	}
+	if !validName(sessionID) {
+		return fmt.Errorf("store: notify: bad session id %q", sessionID)
+	}
+	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, db.w.notify, notifyPrefix+db.w.fence.node+" unsubscribe "+sessionID); err != nil {
+		return fmt.Errorf("store: notify: %w", err)
+	}
+	return nil
 }
 
 // ring sends the attempt's doorbell: the last seq of every session it

@@ -47,6 +47,16 @@ func (db *DB) EventSeq(ctx context.Context, sessionID, eventID string) (int64, e
 	return seq, nil
 }
 
+// LastSeq returns the seq of the session's last committed event, 0 when
+// it has none.
+func (db *DB) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var seq int64
+	if err := db.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM session_events WHERE session_id = $1`, sessionID).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("last seq: %w", err)
+	}
+	return seq, nil
+}
+
 // SetClientTools replaces one client key's client tools on a session.
 func (db *DB) SetClientTools(ctx context.Context, sessionID, clientKeyID string, tools []baton.ToolDef) error {
 	return db.w.do(ctx, func(t *wtx) error {

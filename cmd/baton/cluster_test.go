@@ -305,11 +305,13 @@ func testClusterOwnerStops(t *testing.T, stop func(owner *child)) {
 }
 
 // TestClusterRunningTurnOwnerKilled: the owner is killed with SIGKILL
-// while its turn waits on the model. A subscription relayed through
-// another node ends with the error frame that says to resume; resumed
-// from its last event it sees the new owner end the turn with
-// session.error turn_interrupted, and the session takes the next message.
-// The Send whose turn died fails instead of hanging.
+// while its turn waits on the model. A subscription with stream_deltas,
+// which only the owner can serve and another node relays, ends with the
+// error frame that says to resume; resumed from its last event, like a
+// plain subscription served by the other node all along, it sees the new
+// owner end the turn with session.error turn_interrupted. The Send whose
+// turn died fails instead of hanging, and the session takes the next
+// message.
 func TestClusterRunningTurnOwnerKilled(t *testing.T) {
 	t.Parallel()
 	mock := newMockProvider(t)
@@ -322,17 +324,22 @@ func TestClusterRunningTurnOwnerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	rr.point(c.clientURLs(c.nodes[1])) // from now on, through node 1
-	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	relayed, err := sess.Subscribe(ctx, client.SubscribeOptions{StreamDeltas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Close()
+	defer relayed.Close()
+	plain, err := sess.Subscribe(ctx, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
 	ch := goSend(ctx, sess, "hello")
 	mock.next(t) // the model call is in flight on node 0
-	seen := readUntil(t, ctx, sub, "client.message.send")
+	seen := readUntil(t, ctx, relayed, "client.message.send")
 	c.nodes[0].kill()
 	for {
-		ev, err := sub.Next(ctx)
+		ev, err := relayed.Next(ctx)
 		if err != nil {
 			if !strings.Contains(err.Error(), "since_event_id") {
 				t.Fatalf("relayed subscription after its owner died: %v, want the error frame to resume from", err)
@@ -345,14 +352,16 @@ func TestClusterRunningTurnOwnerKilled(t *testing.T) {
 		t.Errorf("the send whose turn died answered %+v", out.reply)
 	}
 
-	resumed, err := sess.Subscribe(ctx, client.SubscribeOptions{SinceEventID: seen[len(seen)-1].ID})
+	resumed, err := sess.Subscribe(ctx, client.SubscribeOptions{SinceEventID: seen[len(seen)-1].ID, StreamDeltas: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resumed.Close()
-	evs := readUntil(t, ctx, resumed, "session.error")
-	if p := payload(t, evs[len(evs)-1]); p["reason"] != "turn_interrupted" {
-		t.Fatalf("session.error %v, want turn_interrupted", p)
+	for _, sub := range []*client.Subscription{resumed, plain} {
+		evs := readUntil(t, ctx, sub, "session.error")
+		if p := payload(t, evs[len(evs)-1]); p["reason"] != "turn_interrupted" {
+			t.Fatalf("session.error %v, want turn_interrupted", p)
+		}
 	}
 	rr.point(c.clientURLs(c.nodes[1:]...))
 	// The interrupted message stays in the conversation, unanswered: the
@@ -617,5 +626,66 @@ func TestClusterRevokeClosesSessionsOnEveryNode(t *testing.T) {
 	evs := readUntil(t, ctx, sub, "session.close")
 	if p := payload(t, evs[len(evs)-1]); p["reason"] != "client_key_revoked" {
 		t.Errorf("session.close %v, want client_key_revoked", p)
+	}
+}
+
+// TestClusterSubscriptionSurvivesOwnerKill: a subscription served by a
+// node that does not own the session (rings and the log feed it) goes on
+// through its owner's SIGKILL: it gets every event of the log after its
+// start, the new owner's included, once each and in order, and no error.
+// An unsubscribe sent to another node ends it.
+func TestClusterSubscriptionSurvivesOwnerKill(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 3)
+	ctx := loopCtx(t)
+	owner, watcher, survivor := c.nodes[0], c.nodes[1], c.nodes[2]
+	rr := newRoundRobin(t, c.clientURLs(owner))
+	sess, err := c.harness(rr, func() string { return "12:00" }).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := sess.Events(ctx, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := page.Items[len(page.Items)-1].ID
+	rr.point(c.clientURLs(watcher))
+	sub, err := sess.Subscribe(ctx, client.SubscribeOptions{SinceEventID: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	rr.point(c.clientURLs(owner))
+	r, err := sess.Send(ctx, "call get_time {}")
+	mustReply(t, sent{r, err}, "get_time returned: 12:00")
+	seen := readUntil(t, ctx, sub, "server.message.send")
+	seen = append(seen, readUntil(t, ctx, sub, "server.message.send")...) // the pause, then the answer
+
+	owner.kill()
+	rr.point(c.clientURLs(survivor))
+	r, err = sess.Send(ctx, "call get_time {}")
+	mustReply(t, sent{r, err}, "get_time returned: 12:00")
+	seen = append(seen, readUntil(t, ctx, sub, "server.message.send")...)
+	seen = append(seen, readUntil(t, ctx, sub, "server.message.send")...)
+
+	log := c.storeLog(ctx, sess.ID)
+	var after []string
+	for i, ev := range log {
+		if ev.ID == since {
+			for _, e := range log[i+1:] {
+				after = append(after, e.ID)
+			}
+		}
+	}
+	if got := eventIDs(seen); fmt.Sprint(got) != fmt.Sprint(after) {
+		t.Errorf("the subscription saw\n %v\nthe log after its start has\n %v", got, after)
+	}
+
+	rr.point(c.clientURLs(survivor))
+	if err := sess.Unsubscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := sub.Next(ctx); err == nil {
+		t.Fatalf("after an unsubscribe through another node the subscription got %s", ev.Type)
 	}
 }

@@ -192,6 +192,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	opts.Sandboxes = router
 	opts.Executors, opts.ExecutorCallTimeout = execs.hands, cfg.Executor.CallTimeout
 	opts.Brains = execs.hub // profiles whose brain is an executor's agent loop
+	if nodeID != "" {
+		opts.Unsubscribed = db.NotifyUnsubscribe // every node's feeds end
+	}
 	eng := engine.New(opts)
 	var node *cluster.Node
 	if nodeID != "" {
@@ -200,6 +203,16 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		defer node.Close() // after the engine's Close: hands the sessions over once nothing appends
 	}
 	defer eng.Close()
+	if node != nil { // other nodes' commits wake this node's subscriptions
+		listener, err := store.NewListener(db, store.ListenerOptions{OnNotice: ringFeeds(feed, eng), Logger: log})
+		if err != nil {
+			return runtimeErr(err)
+		}
+		if err := listener.Open(ctx); err != nil {
+			return runtimeErr(fmt.Errorf("listen for other nodes' commits: %w", err))
+		}
+		defer listener.Close()
+	}
 
 	if dev != nil {
 		if err := dev.seed(ctx, db, registry); err != nil {
