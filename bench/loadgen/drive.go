@@ -18,7 +18,7 @@ const openConcurrency = 16
 
 // load is one load run: sessions driven concurrently through the SDK.
 type load struct {
-	url        string
+	urls       []string // client URLs of the nodes; session i is opened on urls[i mod len]
 	key        string
 	sessions   int
 	roundTrips int           // per session, when duration is zero
@@ -28,6 +28,7 @@ type load struct {
 	message    string        // the user message of every round trip
 	timeout    time.Duration // bound of one round trip
 	hc         *http.Client
+	rr         *roundRobin // hc's transport when requests are spread over the nodes, or nil
 
 	calls atomic.Int64 // tool handler invocations
 }
@@ -51,9 +52,10 @@ func newHTTPClient(conns int) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// harness returns the SDK harness with the one client tool.
-func (l *load) harness() *client.Harness {
-	h := client.NewHarness(client.Config{BaseURL: l.url, ClientKey: l.key, ClientVersion: "baton-loadgen/1", HTTPClient: l.hc})
+// harness returns the SDK harness with the one client tool, addressed
+// to the client URL base.
+func (l *load) harness(base string) *client.Harness {
+	h := client.NewHarness(client.Config{BaseURL: base, ClientKey: l.key, ClientVersion: "baton-loadgen/1", HTTPClient: l.hc})
 	h.RegisterTool(client.ToolDef{Name: l.tool, Description: "loadgen no-op tool"},
 		func(context.Context, json.RawMessage) (any, error) {
 			l.calls.Add(1)
@@ -62,9 +64,13 @@ func (l *load) harness() *client.Harness {
 	return h
 }
 
-// open opens l.sessions sessions and registers as driver on each.
+// open opens l.sessions sessions and registers as driver on each;
+// session i is opened on node i mod len(l.urls), its owner.
 func (l *load) open(ctx context.Context) ([]*client.Session, error) {
-	h := l.harness()
+	hs := make([]*client.Harness, len(l.urls))
+	for i, u := range l.urls {
+		hs[i] = l.harness(u)
+	}
 	out := make([]*client.Session, l.sessions)
 	errs := make([]error, l.sessions)
 	sem := make(chan struct{}, openConcurrency)
@@ -73,7 +79,11 @@ func (l *load) open(ctx context.Context) ([]*client.Session, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			out[i], errs[i] = h.Connect(ctx)
+			node := i % len(hs)
+			out[i], errs[i] = hs[node].Connect(ctx)
+			if errs[i] == nil && l.rr != nil {
+				l.rr.own(out[i].ID, node)
+			}
 		})
 	}
 	wg.Wait()

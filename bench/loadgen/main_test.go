@@ -64,6 +64,8 @@ func TestFlagChecks(t *testing.T) {
 		{"zero sessions", []string{"-admin-url", "http://a", "-sessions", "0"}, "at least 1"},
 		{"missing key file", []string{"-admin-url", "http://a", "-admin-key-file", keyFile + ".nope"}, "admin key"},
 		{"stray argument", []string{"-admin-url", "http://a", "extra"}, "unexpected arguments"},
+		{"node url without scheme", []string{"-url", "http://127.0.0.1:1,127.0.0.1:2", "-admin-url", "http://a"}, "not a client origin"},
+		{"pids for fewer nodes", []string{"-url", "http://127.0.0.1:1,http://127.0.0.1:2", "-admin-url", "http://a", "-server-pid", "7"}, "1 process ids for 2 URLs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +75,7 @@ func TestFlagChecks(t *testing.T) {
 			}
 		})
 	}
-	o := options{adminURL: "http://a", adminKeyFile: keyFile, sessions: 1, roundTrips: 1, perTurn: 1, timeout: 1, scripted: true}
+	o := options{url: "http://127.0.0.1:1", adminURL: "http://a", adminKeyFile: keyFile, sessions: 1, roundTrips: 1, perTurn: 1, timeout: 1, scripted: true}
 	if err := o.check(); err != nil {
 		t.Fatal(err)
 	}
