@@ -91,4 +91,7 @@ type LeaseStore interface {
 	// live lease on whose participants' keys were all revoked: a client
 	// key revoked on another node leaves them to their owner to close.
 	RevokedSessions(ctx context.Context, nodeID string, limit int) ([]string, error)
+	// SessionOwners maps each of the given sessions that has a live lease
+	// to its holder's node id.
+	SessionOwners(ctx context.Context, sessionIDs []string) (map[string]string, error)
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// or PostgreSQL without cluster mode) answers that this Baton is a
 	// single node.
 	Nodes baton.NodeRegistry
+	// Leases, set with Nodes, names each open session's owner node in
+	// the session list (owner_node_id).
+	Leases baton.LeaseStore
 }
 
 // Server is the admin-port HTTP server. URL, Shutdown and Close come from

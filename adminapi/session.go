@@ -16,6 +16,9 @@ type sessionView struct {
 	ClientVersion *string            `json:"client_version"`
 	CreatedAt     string             `json:"created_at"`
 	ClosedAt      *string            `json:"closed_at"`
+	// OwnerNodeID is the cluster node whose lease covers the session
+	// (Baton, in a cluster only; absent when nobody holds one).
+	OwnerNodeID string `json:"owner_node_id,omitempty"`
 }
 
 // listSessions is GET /admin/v1/sessions?state=… (BAE's admin API),
@@ -39,6 +42,16 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var owners map[string]string
+	if s.opts.Leases != nil && len(items) > 0 {
+		ids := make([]string, len(items))
+		for i, ses := range items {
+			ids[i] = ses.ID
+		}
+		if owners, err = s.opts.Leases.SessionOwners(r.Context(), ids); err != nil {
+			return err
+		}
+	}
 	views := make([]sessionView, len(items))
 	for i, ses := range items {
 		views[i] = sessionView{
@@ -48,6 +61,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 			ClientVersion: ses.ClientVersion,
 			CreatedAt:     baton.FormatTime(ses.CreatedAt),
 			ClosedAt:      optTime(ses.ClosedAt),
+			OwnerNodeID:   owners[ses.ID],
 		}
 	}
 	return httpx.WriteJSON(w, http.StatusOK, httpx.NewPage(views, next))

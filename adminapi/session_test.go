@@ -152,3 +152,35 @@ func TestSessionEvents(t *testing.T) {
 			}},
 	})
 }
+
+// fakeLeases answers SessionOwners; the other lease calls are not used
+// by the admin API.
+type fakeLeases struct {
+	baton.LeaseStore
+	owners map[string]string
+	asked  *[]string
+}
+
+func (l fakeLeases) SessionOwners(_ context.Context, ids []string) (map[string]string, error) {
+	*l.asked = append(*l.asked, ids...)
+	return l.owners, nil
+}
+
+// TestListSessionsOwners: in a cluster each session that has a live
+// lease names its owner node; the others have no owner_node_id, and one
+// lookup serves the whole page.
+func TestListSessionsOwners(t *testing.T) {
+	f := newFixture(t)
+	open, closed, failed, _ := seedSessions(t, f)
+	var asked []string
+	srv := New(Options{Addr: "127.0.0.1:0", MaxBodyBytes: maxBody, Auth: f.auth, Store: f.db, Sessions: f.sessions,
+		Leases: fakeLeases{owners: map[string]string{open.ID: "node-a"}, asked: &asked}})
+	withOwner := strings.TrimSuffix(sessionJSON(open), "}") + `,"owner_node_id":"node-a"}`
+	httpxtest.Run(t, srv.Handler(), nil, []httpxtest.Scenario{
+		{Name: "owners", Method: "GET", Path: "/admin/v1/sessions", Headers: admin(), Status: 200,
+			Want: `{"items":[` + withOwner + `,` + sessionJSON(closed) + `,` + sessionJSON(failed) + `],"next_cursor":null}`},
+	})
+	if len(asked) != 3 {
+		t.Errorf("owners asked for %v, want the page's three sessions in one call", asked)
+	}
+}

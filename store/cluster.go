@@ -319,3 +319,33 @@ ORDER BY s.ord LIMIT $2`, nodeID, limit)
 	}
 	return out, nil
 }
+
+// SessionOwners maps each of sessionIDs with a live lease to its holder
+// (see baton.LeaseStore), in one statement.
+func (db *DB) SessionOwners(ctx context.Context, sessionIDs []string) (map[string]string, error) {
+	c, err := db.cluster()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(sessionIDs))
+	if len(sessionIDs) == 0 {
+		return out, nil
+	}
+	rows, err := c.QueryContext(ctx, `SELECT session_id, node_id FROM session_leases
+WHERE session_id = ANY($1::text[]) AND expires_at > now()`, sessionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("session owners: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, node string
+		if err := rows.Scan(&id, &node); err != nil {
+			return nil, fmt.Errorf("session owners: %w", err)
+		}
+		out[id] = node
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("session owners: %w", err)
+	}
+	return out, nil
+}

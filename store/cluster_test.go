@@ -832,3 +832,21 @@ func TestClusterNotifyUnsubscribe(t *testing.T) {
 		t.Errorf("single node: %v, want nothing to do", err)
 	}
 }
+
+func TestClusterSessionOwners(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	ctx := context.Background()
+	onA, onB, lapsed := clusterSession(t, a), clusterSession(t, b), clusterSession(t, a)
+	expire(t, a, lapsed)
+	got, err := b.SessionOwners(ctx, []string{onA, onB, lapsed, "ses_none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{onA: "a", onB: "b"}, got); diff != "" {
+		t.Errorf("owners (-want +got):\n%s", diff)
+	}
+	if got, err := a.SessionOwners(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("no sessions: %v, %v", got, err)
+	}
+}

@@ -398,10 +398,11 @@ type sessionView struct {
 	State     string  `json:"state"`
 	CreatedAt string  `json:"created_at"`
 	ClosedAt  *string `json:"closed_at"`
+	Owner     string  `json:"owner_node_id"` // in a cluster
 }
 
 func sessionRow(s *sessionView) []string {
-	return []string{s.ID, dash(s.ProfileID), s.State, s.CreatedAt, deref(s.ClosedAt, "-")}
+	return []string{s.ID, dash(s.ProfileID), s.State, s.CreatedAt, deref(s.ClosedAt, "-"), dash(s.Owner)}
 }
 
 func (a *adminCLI) sessionsCmd() *cobra.Command {
@@ -428,7 +429,7 @@ func (a *adminCLI) sessionsCmd() *cobra.Command {
 			}
 			return a.list(cmd, &pf, listSpec{
 				path: "/admin/v1/sessions", query: q, empty: "no sessions found",
-				header: []string{"ID", "PROFILE_ID", "STATE", "CREATED_AT", "CLOSED_AT"},
+				header: []string{"ID", "PROFILE_ID", "STATE", "CREATED_AT", "CLOSED_AT", "OWNER"},
 				row:    rowOf(sessionRow),
 			})
 		},

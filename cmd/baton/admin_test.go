@@ -449,12 +449,12 @@ func TestAdminSessions(t *testing.T) {
 	f := newFakeAdmin(t)
 	f.handle("GET /admin/v1/sessions", paged(50,
 		`{"id":"ses_1","profile_id":"pro_1","state":"closed","client_version":null,"created_at":"t0","closed_at":"t1"}`,
-		`{"id":"ses_2","profile_id":"pro_1","state":"open","client_version":"x","created_at":"t2","closed_at":null}`))
+		`{"id":"ses_2","profile_id":"pro_1","state":"open","client_version":"x","created_at":"t2","closed_at":null,"owner_node_id":"node-a"}`))
 	code, out, errs := runAdmin(t, tokenEnv(f), "sessions", "list", "--state", "closed")
 	mustOK(t, code, errs)
-	want := "ID     PROFILE_ID  STATE   CREATED_AT  CLOSED_AT\n" +
-		"ses_1  pro_1       closed  t0          t1\n" +
-		"ses_2  pro_1       open    t2          -\n"
+	want := "ID     PROFILE_ID  STATE   CREATED_AT  CLOSED_AT  OWNER\n" +
+		"ses_1  pro_1       closed  t0          t1         -\n" +
+		"ses_2  pro_1       open    t2          -          node-a\n"
 	if d := cmp.Diff(want, out); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}

@@ -204,6 +204,19 @@ func TestClusterAnyNodeServesAnyRequest(t *testing.T) {
 	if owned != len(c.nodes) { // each node's view counts the one owner once
 		t.Errorf("sessions owned across %d views: %d, want one owner seen by each", len(c.nodes), owned)
 	}
+	// The session list names the owner (a node id the node list knows).
+	lr := call(t, "GET", c.nodes[2].adminURL+"/admin/v1/sessions?state=open", c.adminKey, nil)
+	mustStatus(t, lr, 200)
+	var list struct {
+		Items []struct {
+			ID    string `json:"id"`
+			Owner string `json:"owner_node_id"`
+		}
+	}
+	if err := json.Unmarshal(lr.body, &list); err != nil || len(list.Items) != 1 || list.Items[0].ID != sess.ID ||
+		!strings.Contains(string(call(t, "GET", c.nodes[0].adminURL+"/admin/v1/nodes", c.adminKey, nil).body), `"id":"`+list.Items[0].Owner+`"`) {
+		t.Errorf("open sessions %s (%v): want this session with its owner's node id", lr.body, err)
+	}
 
 	var logs [][]client.Event
 	for _, n := range c.nodes {

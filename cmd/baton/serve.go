@@ -230,10 +230,13 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		MinClientVersion: cfg.Limits.MinClientVersion,
 		Files:            db, ViewTokens: viewTokens, FileLimits: cfg.Files.Limits, Epochs: execs.hub,
 	}
-	var nodes baton.NodeRegistry // nil: a single node
+	var ( // nil: a single node
+		nodes  baton.NodeRegistry
+		leases baton.LeaseStore
+	)
 	if node != nil {
 		clientOpts.Route = node.Forward
-		nodes = db
+		nodes, leases = db, db
 	}
 	client = httpapi.New(clientOpts)
 	var adminAuth baton.Authenticator = authn
@@ -244,7 +247,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		Addr: cfg.AdminAddr, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		Auth: adminAuth, PendingUses: authn.PendingUses, Store: db, Sessions: eng, Images: prov,
 		Registry: registry, RedactedConfig: file.Redacted(),
-		Executors: db, Revoker: revoke, Nodes: nodes,
+		Executors: db, Revoker: revoke, Nodes: nodes, Leases: leases,
 	})
 	sweeper := httpapi.NewReceiptSweeper(httpapi.SweeperOptions{
 		Receipts: db, Interval: cfg.Limits.SweepInterval, Retention: cfg.Limits.Retention, Logger: log,
