@@ -34,6 +34,7 @@ var layers = map[string]rule{
 	"internal/clocktest":       stdOnly(""), // test clocks of baton.Clock
 	"internal/httpx":           may("", "internal/rawjson", "internal/serde"),
 	"internal/testkit":         stdOnly(), // the end-to-end harness; the command is injected
+	"internal/pgtest":          may(),     // throwaway PostgreSQL schemas for tests
 	"internal/httpx/httpxtest": may("internal/httpx"),
 	"wire":                     stdOnly("", "internal/rawjson"),
 	"executor/proto":           stdOnly(),

@@ -2,15 +2,12 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -23,14 +20,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/pgtest"
 	"github.com/baton-engine/baton/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// pgEnv names the PostgreSQL DSN the cluster tests run on; without it
-// they skip, as the store's cluster tests do.
-const pgEnv = "BATON_TEST_POSTGRES_DSN"
 
 // testCluster is nodes sharing one fresh PostgreSQL schema: each a real
 // store.DB in cluster mode, a Node over it, and a real HTTP server on
@@ -43,32 +37,7 @@ type testCluster struct {
 
 func newTestCluster(t *testing.T) *testCluster {
 	t.Helper()
-	dsn := os.Getenv(pgEnv)
-	if dsn == "" {
-		t.Skipf("%s is not set; the cluster tests need PostgreSQL (start one with scripts/pg.sh start <dir>)", pgEnv)
-	}
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "baton_cluster_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		_ = admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() { // last: after every node and connection is gone
-		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-		_ = admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	c := &testCluster{url: dsn + sep + "search_path=" + schema}
+	c := &testCluster{url: pgtest.Schema(t)} // dropped last: after every node and connection is gone
 	// Migrate once, before the nodes open the schema.
 	db, err := store.Open(context.Background(), store.Options{URL: c.url})
 	if err != nil {

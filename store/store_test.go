@@ -2,18 +2,16 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/baton-engine/baton"
+	"github.com/baton-engine/baton/internal/pgtest"
 	"go.uber.org/goleak"
 )
 
@@ -57,29 +55,7 @@ func openPostgres(t testing.TB) *DB {
 // URL of a store in it; the schema is dropped at cleanup.
 func pgSchemaURL(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(pgEnv)
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "baton_test_" + hex.EncodeToString(b[:])
-	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
-		_ = admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-		_ = admin.Close()
-	})
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	url := dsn + sep + "search_path=" + schema
+	url := pgtest.Schema(t)
 	db, err := Open(context.Background(), Options{URL: url}) // migrates
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
@@ -87,9 +63,14 @@ func pgSchemaURL(t testing.TB) string {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	check, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
 	var where sql.NullString
-	if err := admin.QueryRow(`SELECT to_regclass($1)::text`, schema+".session_events").Scan(&where); err != nil || !where.Valid {
-		t.Fatalf("tables not created in the URL's search_path schema %s (%v)", schema, err)
+	if err := check.QueryRow(`SELECT to_regclass(current_schema() || '.session_events')::text`).Scan(&where); err != nil || !where.Valid {
+		t.Fatalf("tables not created in the URL's search_path schema (%v)", err)
 	}
 	return url
 }
