@@ -70,10 +70,10 @@ type LeaseStore interface {
 	// (and the holder's AdvertiseURL, for forwarding). A missing session
 	// is ECodeNotFound.
 	AcquireLease(ctx context.Context, sessionID, nodeID string, ttl time.Duration) (Lease, bool, error)
-	// RenewLeases extends every live lease of nodeID on an open session
-	// to ttl from now, in one statement, and returns the leases it still
-	// holds: a session missing from the result was lost (taken over,
-	// released, or expired) or ended, and must be disowned before
+	// RenewLeases extends every live lease of nodeID on a session that is
+	// not closed to ttl from now, in one statement, and returns the leases
+	// it still holds: a session missing from the result was lost (taken
+	// over, released, or expired) or closed, and must be disowned before
 	// re-acquiring it.
 	RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) ([]Lease, error)
 	// ReleaseLease expires nodeID's lease on sessionID now, so that another

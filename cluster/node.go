@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -14,6 +15,9 @@ import (
 // DefaultLeaseTTL is how long a session lease lasts without renewal
 // (BATON_LEASE_TTL): a node that stops is replaced within about this long.
 const DefaultLeaseTTL = 5 * time.Second
+
+// dialTimeout bounds connecting to another node.
+const dialTimeout = 3 * time.Second
 
 // orphanBatch is how many sessions without a live lease one sweep takes
 // over at most; the next sweep, a third of a TTL later, takes more.
@@ -112,7 +116,11 @@ func New(opts Options) *Node {
 	}
 	if n.rt == nil {
 		n.rt = &http.Transport{
-			Proxy:               nil, // nodes talk directly, never through HTTP_PROXY
+			Proxy: nil, // nodes talk directly, never through HTTP_PROXY
+			// A node that heartbeats but cannot be reached (a partition
+			// between nodes) fails the dial in time, and the request is
+			// retried until the lease moves or the forwarding gives up.
+			DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   false,

@@ -187,10 +187,11 @@ func (db *DB) AcquireLease(ctx context.Context, sessionID, nodeID string, ttl ti
 	return held, false, nil
 }
 
-// RenewLeases extends nodeID's live leases of open sessions and returns
-// them, in session order (see baton.LeaseStore). The lease of a session
-// that ended is left to lapse: nothing needs an owner there any more, and
-// the nodes' session counts drop.
+// RenewLeases extends nodeID's live leases of sessions not closed (open,
+// or in state error, which still takes events) and returns them, in
+// session order (see baton.LeaseStore). The lease of a closed session is
+// left to lapse: nothing needs an owner there any more, and the nodes'
+// session counts drop.
 func (db *DB) RenewLeases(ctx context.Context, nodeID string, ttl time.Duration) ([]baton.Lease, error) {
 	c, err := db.cluster()
 	if err != nil {
@@ -199,7 +200,7 @@ func (db *DB) RenewLeases(ctx context.Context, nodeID string, ttl time.Duration)
 	rows, err := c.QueryContext(ctx, `WITH renewed AS (
 	UPDATE session_leases SET expires_at = now() + $2::bigint * interval '1 microsecond'
 	WHERE node_id = $1 AND expires_at > now()
-	AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = session_leases.session_id AND s.state = 'open')
+	AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = session_leases.session_id AND s.state <> 'closed')
 	RETURNING session_id, epoch, expires_at)
 SELECT session_id, epoch, expires_at, expires_at > now() FROM renewed ORDER BY session_id`, nodeID, micros(ttl))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -737,22 +738,32 @@ func TestClusterOrphanedSessions(t *testing.T) {
 	}
 }
 
-// TestClusterRenewSkipsEnded: the lease of a session that ended is not
+// TestClusterRenewSkipsEnded: the lease of a closed session is not
 // renewed: it lapses, and the node stops counting it.
 func TestClusterRenewSkipsEnded(t *testing.T) {
 	c := newCluster(t, "a")
 	a := c.nodes["a"]
 	ctx := context.Background()
-	open, ended := clusterSession(t, a), clusterSession(t, a)
+	open, failed, ended := clusterSession(t, a), clusterSession(t, a), clusterSession(t, a)
 	if _, err := a.EndSession(ctx, ended, baton.StateClosed, newEvent(ended, baton.EventSessionClose)); err != nil {
+		t.Fatal(err)
+	}
+	// A session in state error still takes events: it keeps its owner.
+	if _, err := a.EndSession(ctx, failed, baton.StateError, newEvent(failed, baton.EventSessionError)); err != nil {
 		t.Fatal(err)
 	}
 	renewed, err := a.RenewLeases(ctx, "a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(renewed) != 1 || renewed[0].SessionID != open {
-		t.Errorf("renewed %+v, want only the open session %s", renewed, open)
+	var ids []string
+	for _, l := range renewed {
+		ids = append(ids, l.SessionID)
+	}
+	want := []string{open, failed}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("renewed (-want +got):\n%s", diff)
 	}
 }
 
