@@ -110,6 +110,20 @@ func servedAnywhere(r *http.Request, body []byte) bool {
 	return false
 }
 
+// isStream reports whether r opens a stream that lasts until its client
+// ends it: a registered client's calls stream, or a session.subscribe
+// relayed to the owner (one that wants deltas).
+func isStream(r *http.Request, body []byte) bool {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/calls") {
+		return true
+	}
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/rpc") {
+		return false
+	}
+	req, perr := wire.Parse(body)
+	return perr == nil && req != nil && req.Method == "session.subscribe"
+}
+
 // serveForwarded serves a request another node sent here as the owner.
 // It is never forwarded again: a node that is not the owner any more
 // says so, and the sender looks again.
@@ -198,7 +212,11 @@ func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id, base string, bo
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	if node := n.targetNode(id); node != "" {
-		defer n.watches.add(node, cancel)()
+		if isStream(r, body) {
+			defer n.watches.addStream(node, cancel)()
+		} else {
+			defer n.watches.add(node, cancel)()
+		}
 	}
 	out := r.Clone(ctx)
 	out.RequestURI = ""

@@ -168,6 +168,9 @@ func (n *Node) Drain(ctx context.Context) error {
 	n.mu.Lock()
 	n.draining = true
 	n.mu.Unlock()
+	if k := n.watches.cutStreams(); k > 0 {
+		n.log.Info("relayed streams cut for shutdown", "node_id", n.opts.ID, "streams", k)
+	}
 	return n.opts.Store.SetDraining(ctx, n.opts.ID, true)
 }
 

@@ -23,11 +23,27 @@ type watches struct {
 	byNode map[string]map[*watch]struct{}
 }
 
-type watch struct{ cancel context.CancelCauseFunc }
+type watch struct {
+	cancel context.CancelCauseFunc
+	stream bool // a subscription or calls stream, which only its client ends
+}
+
+// errNodeStopping is the cause of the relayed streams a stopping node
+// cuts: their clients subscribe or connect again, through another node.
+var errNodeStopping = errors.New("the node relaying this stream is shutting down")
 
 // add watches a request forwarded to node; the returned func stops it.
 func (ws *watches) add(node string, cancel context.CancelCauseFunc) func() {
-	w := &watch{cancel: cancel}
+	return ws.addWatch(node, &watch{cancel: cancel})
+}
+
+// addStream watches a long-lived stream relayed from node, which a
+// stopping node cuts (cutStreams).
+func (ws *watches) addStream(node string, cancel context.CancelCauseFunc) func() {
+	return ws.addWatch(node, &watch{cancel: cancel, stream: true})
+}
+
+func (ws *watches) addWatch(node string, w *watch) func() {
 	ws.mu.Lock()
 	if ws.byNode == nil {
 		ws.byNode = map[string]map[*watch]struct{}{}
@@ -45,6 +61,23 @@ func (ws *watches) add(node string, cancel context.CancelCauseFunc) func() {
 		}
 		ws.mu.Unlock()
 	}
+}
+
+// cutStreams cancels every relayed stream, so that they do not hold a
+// stopping node's drain until its shutdown timeout.
+func (ws *watches) cutStreams() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	n := 0
+	for _, m := range ws.byNode {
+		for w := range m {
+			if w.stream {
+				w.cancel(errNodeStopping)
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // targets returns the nodes that have requests in flight.

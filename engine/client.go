@@ -338,6 +338,8 @@ func (e *Engine) ClientCalls(ctx context.Context, sessionID, clientID string) (*
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			case <-e.stopping:
+				return nil, nil
 			case <-rc.gone:
 			case <-wake:
 			}

@@ -143,6 +143,9 @@ type Engine struct {
 	maxQueued int // queued turns per session
 
 	unsubscribed func(ctx context.Context, sessionID string) error
+
+	stopping     chan struct{} // closed by EndStreams
+	stoppingOnce sync.Once
 }
 
 var (
@@ -167,6 +170,7 @@ func New(opts Options) *Engine {
 
 		executors: opts.Executors, executorTimeout: opts.ExecutorCallTimeout,
 		maxQueued: opts.MaxQueuedTurns, unsubscribed: opts.Unsubscribed,
+		stopping: make(chan struct{}),
 	}
 	if e.maxQueued <= 0 {
 		e.maxQueued = DefaultMaxQueuedTurns
@@ -226,6 +230,14 @@ func New(opts Options) *Engine {
 		}()
 	}
 	return e
+}
+
+// EndStreams ends the registered clients' calls streams at the start of
+// a shutdown, so that they do not hold the client port's drain: their
+// clients connect again, to another node of a cluster or to this server
+// once it is back. Calls in flight keep their results' routes.
+func (e *Engine) EndStreams() {
+	e.stoppingOnce.Do(func() { close(e.stopping) })
 }
 
 // Close cancels running turns, waits for them to record how they ended,

@@ -585,8 +585,9 @@ func TestClusterStaleOwnerCannotAppend(t *testing.T) {
 }
 
 // TestShutdownEndsSubscriptions: a graceful stop ends live subscriptions
-// at once with an error frame saying how to resume, instead of letting
-// them hold the drain until BAE_SHUTDOWN_TIMEOUT.
+// at once with an error frame saying how to resume, and registered
+// clients' calls streams, instead of letting them hold the drain until
+// BAE_SHUTDOWN_TIMEOUT.
 func TestShutdownEndsSubscriptions(t *testing.T) {
 	t.Parallel()
 	ctx := loopCtx(t)
@@ -602,13 +603,23 @@ func TestShutdownEndsSubscriptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	// A registered client's calls stream must not hold the drain either.
+	rc, err := client.RegisterClient(ctx, client.Config{BaseURL: s.clientURL}, sess.ID, sess.Key, "laptop", client.Never(), laptopTool("L", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Abort()
+	r, err := sess.Send(ctx, `call client__laptop__read_file {"path":"x"}`) // its calls stream is open
+	mustReply(t, sent{r, err}, "client__laptop__read_file returned: L:x")
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		s.stop()
 	}()
-	_, err = sub.Next(ctx)
-	if err == nil || !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "since_event_id") {
+	for err == nil { // the client's registration events first
+		_, err = sub.Next(ctx)
+	}
+	if !strings.Contains(err.Error(), "shutting down") || !strings.Contains(err.Error(), "since_event_id") {
 		t.Fatalf("subscription at shutdown: %v, want the shutting-down error frame", err)
 	}
 	select {

@@ -304,6 +304,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	// Subscriptions would hold the drain until the timeout: they end now
 	// with an error frame that says how to resume (on another node).
 	feed.Fail("", errShuttingDown)
+	eng.EndStreams() // registered clients' calls streams: they reconnect
 	errC := client.Shutdown(sctx)
 	errA := admin.Shutdown(sctx)
 	if err := errors.Join(errC, errA); err != nil {
