@@ -64,3 +64,15 @@ type ExecutorHands interface {
 	// without waiting for the executors.
 	Release(sessionID string)
 }
+
+// NodeTools is what another node of a cluster serves of executor tools:
+// the tools of the environment-scoped executors connected to it, by
+// environment (each environment's list as that node's ExecutorHands
+// lists it for that environment alone). A node that is Draining is
+// shutting down and takes no new calls.
+type NodeTools struct {
+	NodeID       string
+	AdvertiseURL string
+	Draining     bool
+	Tools        map[string][]ToolDef // by environment id
+}

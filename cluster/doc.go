@@ -16,7 +16,11 @@
 //     client port to the owner's advertised URL, streaming the answer
 //     back, so any node serves any request;
 //   - Close removes the node, which expires its leases at once: a graceful
-//     shutdown hands its sessions over without waiting for the TTL.
+//     shutdown hands its sessions over without waiting for the TTL;
+//   - its Hands serve the engine the tools of executors connected to any
+//     node: each node publishes its executors' tools in the database, and
+//     a call for a tool only another node's executor serves goes to that
+//     node's internal endpoint, authenticated by the cluster's secret.
 //
 // The database is the only shared component and its clock the only clock
 // leases are judged by. The package imports the root package, wire (for
@@ -29,4 +33,7 @@
 //	node.go     Options, Node, Open and Close, the heartbeat, renewal and takeover loop
 //	route.go    Route: whether a session is served here or by which node, acquiring leases
 //	forward.go  Forward: the client-port middleware and its streaming proxy
+//	watch.go    forwarded requests in flight, cancelled when their node stops heartbeating or this one stops
+//	hands.go    Hands: executor tools served across nodes (baton.ExecutorHands over the local hub and the others')
+//	internal.go the nodes' internal endpoints (executor calls and releases), authenticated by the cluster secret
 package cluster

@@ -64,6 +64,9 @@ type Options struct {
 	// when nil).
 	Transport http.RoundTripper
 	Logger    *slog.Logger
+	// OnTick, when set, runs last in every round of the loop, with the
+	// same budget as each step (cmd/baton: the executor tools' Refresh).
+	OnTick func(ctx context.Context) error
 }
 
 // Node is this process's membership of the cluster. Its goroutine runs
@@ -237,6 +240,9 @@ func (n *Node) tick(ctx context.Context, prune bool) {
 	step("forward targets check", n.checkTargets)
 	if prune {
 		step("dead node sweep", n.prune)
+	}
+	if n.opts.OnTick != nil {
+		step("executor tools refresh", n.opts.OnTick)
 	}
 }
 

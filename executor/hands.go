@@ -106,6 +106,45 @@ func (x *Hands) Tools(envIDs []string) []baton.ExecutorTool {
 	return out
 }
 
+// ToolsByEnvironment lists the tools of every environment that has
+// connected environment-scoped executors serving tools, each list as
+// Tools lists it for that environment alone: each name once, the
+// executor with the smallest id defining it. A cluster node publishes it
+// for the other nodes.
+func (x *Hands) ToolsByEnvironment() map[string][]baton.ToolDef {
+	type served struct {
+		env, id string
+		defs    []proto.ToolDef
+	}
+	var all []served
+	h := x.hub
+	h.mu.Lock()
+	for _, r := range h.execs {
+		if r.conn != nil && r.scope == baton.ExecutorScopeEnvironment && len(r.caps.Tools) > 0 {
+			// caps is replaced whole by an update: these slices are never
+			// written again.
+			all = append(all, served{env: r.envID, id: r.id, defs: r.caps.Tools})
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(all, func(a, b served) int { return cmp.Or(cmp.Compare(a.env, b.env), cmp.Compare(a.id, b.id)) })
+	out := map[string][]baton.ToolDef{}
+	var seen map[string]bool
+	for i, s := range all {
+		if i == 0 || all[i-1].env != s.env {
+			seen = map[string]bool{}
+		}
+		for _, d := range s.defs {
+			if d.Name == "" || seen[d.Name] {
+				continue
+			}
+			seen[d.Name] = true
+			out[s.env] = append(out[s.env], baton.ToolDef(d))
+		}
+	}
+	return out
+}
+
 // Call runs c on the session's executor in c.EnvironmentID. Failures
 // without a result are baton errors whose message explains them.
 func (x *Hands) Call(ctx context.Context, c baton.ExecutorCall) (baton.ExecutorResult, error) {

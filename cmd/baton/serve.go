@@ -191,6 +191,14 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	}
 	opts.Sandboxes = router
 	opts.Executors, opts.ExecutorCallTimeout = execs.hands, cfg.Executor.CallTimeout
+	var hands *cluster.Hands // cluster mode: the tools of the executors connected to any node
+	if nodeID != "" {
+		if hands, err = openClusterHands(ctx, db, nodeID, cfg.Cluster.LeaseTTL, execs.hands, log); err != nil {
+			return runtimeErr(err)
+		}
+		defer hands.Close() // after the engine's Close, before the executor side's
+		opts.Executors = hands
+	}
 	opts.Brains = execs.hub // profiles whose brain is an executor's agent loop
 	if nodeID != "" {
 		opts.Unsubscribed = db.NotifyUnsubscribe // every node's feeds end
@@ -199,7 +207,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	var node *cluster.Node
 	if nodeID != "" {
 		node = cluster.New(cluster.Options{Store: db, Engine: eng, ID: nodeID, Version: baton.Version,
-			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: log})
+			LeaseTTL: cfg.Cluster.LeaseTTL, Logger: log, OnTick: hands.Refresh})
 		defer node.Close() // after the engine's Close: hands the sessions over once nothing appends
 	}
 	defer eng.Close()
@@ -235,7 +243,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		leases baton.LeaseStore
 	)
 	if node != nil {
-		clientOpts.Route = node.Forward
+		clientOpts.Route = clusterRoute(node, hands)
 		nodes, leases = db, db
 	}
 	client = httpapi.New(clientOpts)
@@ -272,6 +280,9 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 		node.SetAdvertiseURL(advertise)
 		if err := node.Open(ctx); err != nil {
 			return runtimeErr(fmt.Errorf("join the cluster: %w", err))
+		}
+		if err := hands.Refresh(ctx); err != nil { // the other nodes' tools now, not a third of a TTL later
+			log.Warn("cluster executor tools refresh", "err", err)
 		}
 	}
 	log.Info("baton listening", "client_url", client.URL(), "admin_url", admin.URL(), "version", baton.Version)
