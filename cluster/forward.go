@@ -130,12 +130,19 @@ func isStream(r *http.Request, body []byte) bool {
 func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, next http.Handler, id string) {
 	url, err := n.route(r.Context(), id, false)
 	switch {
-	case err != nil:
+	case err != nil && err != errDraining:
 		n.writeError(w, r, err)
-	case url != "":
+	case url != "" || err == errDraining: // the sender takes it over itself
 		w.Header().Set(HeaderNotOwner, "1")
 		httpx.WriteProblem(w, http.StatusMisdirectedRequest, baton.ECodeUnavailable, "this node does not own session "+id)
 	default:
+		release, ok := n.hold(id)
+		if !ok { // handed over since: the sender looks again
+			w.Header().Set(HeaderNotOwner, "1")
+			httpx.WriteProblem(w, http.StatusMisdirectedRequest, baton.ECodeUnavailable, "this node does not own session "+id)
+			return
+		}
+		defer release()
 		next.ServeHTTP(w, r)
 	}
 }
@@ -160,6 +167,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 		url, err := n.route(ctx, id, attempt == 0)
 		switch {
 		case err == nil && url == "":
+			release, ok := n.hold(id)
+			if !ok {
+				err = errHandedOver
+				break // handed over since the route: look again
+			}
+			defer release()
 			if replayable {
 				r.Body = io.NopCloser(bytes.NewReader(body))
 			}

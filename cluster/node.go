@@ -43,6 +43,9 @@ type Engine interface {
 	// CloseRevoked closes a session whose keys were all revoked on
 	// another node.
 	CloseRevoked(ctx context.Context, sessionID string) error
+	// Busy reports whether the session has work in hand here (a running
+	// or queued turn): a draining node hands the others over at once.
+	Busy(sessionID string) bool
 }
 
 // Options configure a Node.
@@ -85,6 +88,9 @@ type Node struct {
 
 	watches watches // forwarded requests in flight, by target node
 
+	active     map[string]int      // requests being served here, by session: a drain keeps those sessions
+	handedOver map[string]struct{} // sessions a draining node let go; requests for them go elsewhere
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -110,6 +116,7 @@ func New(opts Options) *Node {
 	n := &Node{
 		opts: opts, ttl: opts.LeaseTTL, log: opts.Logger, rt: opts.Transport,
 		owned: map[string]owned{}, remote: map[string]remote{}, inflight: map[string]chan struct{}{},
+		active: map[string]int{}, handedOver: map[string]struct{}{},
 	}
 	if n.ttl <= 0 {
 		n.ttl = DefaultLeaseTTL
@@ -174,7 +181,72 @@ func (n *Node) Drain(ctx context.Context) error {
 	if k := n.watches.cutStreams(); k > 0 {
 		n.log.Info("relayed streams cut for shutdown", "node_id", n.opts.ID, "streams", k)
 	}
+	n.handOverIdle(ctx)
 	return n.opts.Store.SetDraining(ctx, n.opts.ID, true)
+}
+
+// handOverIdle releases, from the start of a drain and then at every
+// round of the loop, the leases of the sessions with no work in hand
+// here, so that the other nodes serve them at once instead of waiting for
+// the drain to end: a request that finds this node gone takes them over
+// on its next try. What is still busy at Close is handed over then.
+func (n *Node) handOverIdle(ctx context.Context) {
+	n.mu.Lock()
+	idle := make(map[string]int64)
+	for id, o := range n.owned {
+		if _, resolving := n.inflight[id]; !resolving && n.active[id] == 0 && !n.opts.Engine.Busy(id) {
+			idle[id] = o.epoch
+			delete(n.owned, id)
+			n.handedOver[id] = struct{}{}
+			n.inflight[id] = make(chan struct{}) // requests wait for the release
+		}
+	}
+	n.mu.Unlock()
+	released := 0
+	for id, epoch := range idle {
+		n.opts.Store.Disown(id)
+		n.opts.Engine.Evict(id)
+		if ok, err := n.opts.Store.ReleaseLease(ctx, id, n.opts.ID, epoch); err != nil {
+			n.log.Warn("release lease", "node_id", n.opts.ID, "session_id", id, "err", err)
+		} else if ok {
+			released++
+		}
+		n.mu.Lock()
+		done := n.inflight[id]
+		delete(n.inflight, id)
+		n.mu.Unlock()
+		close(done)
+	}
+	if len(idle) > 0 {
+		n.log.Info("idle sessions handed over", "node_id", n.opts.ID, "sessions", released)
+	}
+}
+
+// errHandedOver is why a request that was routed here looks again: the
+// session was handed over meanwhile.
+var errHandedOver = baton.Errorf(baton.ECodeUnavailable, "the session was handed over to another node")
+
+// hold counts a request about sessionID that this node serves now, so
+// that a drain does not hand the session over under it; the returned
+// func ends it. It refuses (ok false) a session being handed over or
+// already handed over: the request must look for its owner again.
+func (n *Node) hold(sessionID string) (release func(), ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, busy := n.inflight[sessionID]; busy {
+		return nil, false
+	}
+	if _, gone := n.handedOver[sessionID]; gone {
+		return nil, false
+	}
+	n.active[sessionID]++
+	return func() {
+		n.mu.Lock()
+		if n.active[sessionID]--; n.active[sessionID] <= 0 {
+			delete(n.active, sessionID)
+		}
+		n.mu.Unlock()
+	}, true
 }
 
 // Close stops the loop and leaves the cluster: the node's row is removed
@@ -234,6 +306,12 @@ func (n *Node) tick(ctx context.Context, prune bool) {
 		}
 	}
 	step("lease renewal", n.renew)
+	n.mu.Lock()
+	draining := n.draining
+	n.mu.Unlock()
+	if draining { // sessions whose work ended since the drain began go too
+		step("handover", func(ctx context.Context) error { n.handOverIdle(ctx); return nil })
+	}
 	step("heartbeat", n.heartbeat)
 	step("takeover sweep", n.sweep)
 	step("revoked sessions sweep", n.closeRevoked)

@@ -271,6 +271,13 @@ type fakeEngine struct {
 	adopted []string
 	evicted []string
 	revoked []string
+	busy    map[string]bool
+}
+
+func (e *fakeEngine) Busy(sessionID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.busy[sessionID]
 }
 
 func (e *fakeEngine) CloseRevoked(_ context.Context, sessionID string) error {
@@ -614,5 +621,39 @@ func TestPrune(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"b", "d"}, nodeIDs(nodes)); diff != "" {
 		t.Errorf("registry after pruning (-want +got):\n%s", diff)
+	}
+}
+
+// TestDrainHandsOverIdleSessions: draining releases at once the leases of
+// the sessions with no work in hand (disowned and evicted here, taken
+// over by the next node that needs them, at a new epoch); a busy session
+// stays until Close.
+func TestDrainHandsOverIdleSessions(t *testing.T) {
+	c := newTestCluster(t)
+	a, b := c.start(t, "a", nodeSpec{}), c.start(t, "b", nodeSpec{})
+	idle, busy := a.openSession(t), a.openSession(t)
+	ctx := t.Context()
+	if err := a.n.renew(ctx); err != nil { // a knows what it opened
+		t.Fatal(err)
+	}
+	a.eng.mu.Lock()
+	a.eng.busy = map[string]bool{busy: true}
+	a.eng.mu.Unlock()
+	if err := a.n.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantEngine(t, a, nil, []string{idle})
+	if l := a.holder(t, idle); l.NodeID != "a" || l.Live {
+		t.Errorf("idle session's lease after the drain = %+v, want a's, released", l)
+	}
+	if l := a.holder(t, busy); l.NodeID != "a" || !l.Live {
+		t.Errorf("busy session's lease after the drain = %+v, want a's, live", l)
+	}
+	if s := c.rpc(t, b, idle); s.Node != "b" {
+		t.Errorf("request for the handed-over session served by %s, want b (taking it over)", s.Node)
+	}
+	wantHolder(t, b, idle, "b", 2)
+	if s := c.rpc(t, b, busy); s.Node != "a" {
+		t.Errorf("request for the busy session served by %s, want a (still its owner)", s.Node)
 	}
 }

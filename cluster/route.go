@@ -79,7 +79,7 @@ func (n *Node) acquire(ctx context.Context, sessionID string) (string, error) {
 	draining := n.draining
 	n.mu.Unlock()
 	if draining {
-		return "", baton.Errorf(baton.ECodeUnavailable, "node %s is shutting down and takes over no sessions", n.opts.ID)
+		return "", errDraining
 	}
 	since := time.Now()
 	l, ok, err := n.opts.Store.AcquireLease(ctx, sessionID, n.opts.ID, n.ttl)
@@ -147,6 +147,9 @@ func (n *Node) forgetRemote(sessionID string) {
 	delete(n.remote, sessionID)
 	n.mu.Unlock()
 }
+
+// errDraining is why a draining node does not take a session over.
+var errDraining = baton.Errorf(baton.ECodeUnavailable, "this node is shutting down and takes over no sessions")
 
 // errNoOwner is the answer when no node could serve a session in time.
 func errNoOwner(sessionID string, err error) error {

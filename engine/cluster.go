@@ -92,6 +92,24 @@ func (e *Engine) CloseRevoked(ctx context.Context, sessionID string) error {
 	return nil
 }
 
+// Busy reports whether the session has work in hand on this node: a
+// running or queued turn, or a brain session. A session that is not busy
+// can be handed to another node at once; a paused turn is in the log.
+func (e *Engine) Busy(sessionID string) bool {
+	e.mu.Lock()
+	a := e.actors[sessionID]
+	e.mu.Unlock()
+	if a != nil {
+		a.mu.Lock()
+		busy := a.running != nil || len(a.queue) > 0
+		a.mu.Unlock()
+		if busy {
+			return true
+		}
+	}
+	return e.brains.get(sessionID) != nil
+}
+
 // ErrMoved ends the streams of a session this node stopped serving.
 var ErrMoved = baton.Errorf(baton.ECodeUnavailable, "the session moved to another node; subscribe again with since_event_id set to the last event received")
 
