@@ -29,7 +29,7 @@ type nodeList struct {
 
 // listNodes is GET /admin/v1/nodes: the cluster's nodes, oldest first, as
 // the registry lists them. Without a registry this Baton is a single node
-// (SQLite, or PostgreSQL without cluster mode): cluster false, no nodes.
+// (SQLite): cluster false, no nodes.
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Nodes == nil {
 		return httpx.WriteJSON(w, http.StatusOK, nodeList{Nodes: []nodeView{}})

@@ -39,9 +39,8 @@ type Options struct {
 	Executors baton.ExecutorStore
 	Revoker   baton.ExecutorRevoker
 
-	// Nodes lists the cluster's nodes at GET /admin/v1/nodes; nil (SQLite,
-	// or PostgreSQL without cluster mode) answers that this Baton is a
-	// single node.
+	// Nodes lists the cluster's nodes at GET /admin/v1/nodes; nil (on
+	// SQLite) answers that this Baton is a single node.
 	Nodes baton.NodeRegistry
 	// Leases, set with Nodes, names each open session's owner node in
 	// the session list (owner_node_id).

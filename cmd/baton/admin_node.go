@@ -14,7 +14,7 @@ import (
 
 // singleNode is what `baton admin nodes` says of a server that is not
 // part of a cluster.
-const singleNode = "this Baton is a single node (SQLite, or PostgreSQL without cluster mode)"
+const singleNode = "this Baton is a single node (SQLite; on PostgreSQL every Baton is a cluster, of one node or more)"
 
 func (c *adminClient) nodes(ctx context.Context) (*adminclient.NodeList, json.RawMessage, error) {
 	l, raw, err := c.api.Nodes(ctx)
@@ -29,8 +29,8 @@ func (a *adminCLI) nodesCmd() *cobra.Command {
 		Long: `List the Baton nodes sharing this server's PostgreSQL database, oldest
 first: each node's advertised client URL, version, live session leases,
 the age of its last heartbeat (by the database's clock) and whether it is
-draining. A server on SQLite, or on PostgreSQL without cluster mode, is a
-single node and lists none.
+draining. A server on SQLite is a single node and lists none; on
+PostgreSQL every Baton is a cluster, of one node or more.
 
 --json prints the server's answer: {"cluster": bool, "nodes": [...]}.`,
 		Args: cobra.NoArgs,

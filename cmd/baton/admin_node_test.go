@@ -26,7 +26,7 @@ func TestAdminNodes(t *testing.T) {
 				"node-a  http://10.0.0.1:8080  0.9.0    12        1.2s ago   no\n" +
 				"node-b  -                     0.9.1    0         2m5s ago   yes\n"},
 		{"no node registered", `{"cluster":true,"nodes":[]}`, "no nodes registered\n"},
-		{"single node", `{"cluster":false,"nodes":[]}`, "this Baton is a single node (SQLite, or PostgreSQL without cluster mode)\n"},
+		{"single node", `{"cluster":false,"nodes":[]}`, "this Baton is a single node (SQLite; on PostgreSQL every Baton is a cluster, of one node or more)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
