@@ -47,6 +47,7 @@ func fsMounts(n *execNet) []fsMount {
 // writes reaches the client once the sandbox stops (fs.unmount with
 // flush before session.stop).
 func TestExecutorShellFilesEndToEnd(t *testing.T) {
+	onlySingleNode(t, "executor shells serve only the sessions of the node they are connected to")
 	// Not parallel: it mounts a FUSE file system this process serves, and
 	// another test's fork (os/exec) while a FUSE request is pending can
 	// deadlock the process; serial tests run before the parallel ones.
@@ -177,6 +178,7 @@ func sandboxExec(t *testing.T, s *server, sid, sk, command string) baton.ExecRes
 // files are mounted in a directory of its own, and each sandbox's
 // commands run there, seeing only its own session's files.
 func TestExecutorShellFilesTwoSessions(t *testing.T) {
+	onlySingleNode(t, "executor shells serve only the sessions of the node they are connected to")
 	// Not parallel: it mounts a FUSE file system this process serves, and
 	// another test's fork (os/exec) while a FUSE request is pending can
 	// deadlock the process; serial tests run before the parallel ones.

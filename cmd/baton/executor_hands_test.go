@@ -323,6 +323,7 @@ func TestExecutorLeaseExpiry(t *testing.T) {
 // connections with 4001, and an SDK executor using it stops for good.
 func TestExecutorCredentialRevoked(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "revoking a credential closes its connections on the revoking node only")
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_rev", textTool("x", func(context.Context, exsdk.Call) (exsdk.Result, error) { return exsdk.TextResult("x"), nil }))
 
@@ -369,6 +370,7 @@ func TestExecutorCredentialRevoked(t *testing.T) {
 // to the restarted server and serve its sessions.
 func TestExecutorServerRestart(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_restart", textTool("ping", func(context.Context, exsdk.Call) (exsdk.Result, error) {
 		return exsdk.TextResult("pong"), nil
@@ -430,6 +432,7 @@ func TestExecutorServerRestart(t *testing.T) {
 // the executor is told (tool.cancel) and its handler stops.
 func TestExecutorCallEnds(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t, "BATON_EXECUTOR_CALL_TIMEOUT", "300ms")
 	started, stopped := make(chan string, 2), make(chan string, 2)
 	// The handler's own deadline (timeout_ms) ends with the server's; its

@@ -27,6 +27,7 @@ func executorOwner(t *testing.T, s *server, kind string) (string, string) {
 // whole turn through the server's model gateway and its shell.
 func TestExecutorCmdRealServer(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	s := startServer(t)
 	env, envSecret := executorOwner(t, s, "environments")
 	mch, mchSecret := executorOwner(t, s, "machines")

@@ -18,6 +18,7 @@ import (
 // allows the image executor:<machine_id>.
 func TestExecutorShellEndToEnd(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "executor shells serve only the sessions of the node they are connected to")
 	s := startServer(t)
 	mch, secret := s.machine("shell-host")
 	image := "executor:" + mch

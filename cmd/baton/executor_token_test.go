@@ -49,7 +49,7 @@ func v1Error(t *testing.T, r *response, status int, code, msg string) {
 func otherNode(t *testing.T, s *server) *auth.ExecutorTokens {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"], SharedFile: true})
+	db, err := store.Open(ctx, store.Options{URL: s.storeURL(), SharedFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func do(t testing.TB, req *http.Request) *response {
 // checks both directions: a file the client wrote is in the mount, and a
 // file the executor writes there reaches the client.
 func mountRoundTrip(t *testing.T, ctx context.Context, s *server, sess *client.Session, machineID, secret, mode string) {
-	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"], SharedFile: true})
+	db, err := store.Open(ctx, store.Options{URL: s.storeURL(), SharedFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}

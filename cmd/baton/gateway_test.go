@@ -165,6 +165,7 @@ func allEvents(t *testing.T, sess *client.Session) []client.Event {
 // the driver; the credentials end with the turn.
 func TestGatewayModelCalls(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata
@@ -319,7 +320,7 @@ func TestGatewayModelCalls(t *testing.T) {
 func pastModelToken(t *testing.T, s *server, sessionID, turnID, machineID string) string {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, store.Options{URL: s.env["BAE_DB_PATH"], SharedFile: true})
+	db, err := store.Open(ctx, store.Options{URL: s.storeURL(), SharedFile: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +341,7 @@ func pastModelToken(t *testing.T, s *server, sessionID, turnID, machineID string
 // is logged like a server turn's; the token ends with the turn.
 func TestGatewaySessionTools(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata
@@ -440,6 +442,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // tools) and runs in the sandbox, logged like a server turn's call.
 func TestGatewaySandboxTool(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	docker := &sandboxtest.Engine{Images: []string{"alpine:3"}}
 	g := newGatewayServer(t, map[string]any{
 		"available_sandboxes": []string{"alpine:3"}, "allowed_tools": []string{client.ShellCommandTool},

@@ -165,6 +165,7 @@ func TestIdempotentConcurrentDuplicates(t *testing.T) {
 
 func TestRateLimitAndClientVersion(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "rate limits count per node")
 	s, key := idemSetup(t, func(env map[string]string) {
 		env["BATON_RATE_LIMIT"] = "0.001" // one token per ~17 minutes
 		env["BATON_RATE_BURST"] = "2"

@@ -75,6 +75,9 @@ func startServer(t testing.TB, mutate ...func(env map[string]string)) *server {
 	for _, m := range mutate {
 		m(env)
 	}
+	if n := clusterNodes(); n > 1 && env["BATON_DATABASE_URL"] == "" {
+		return startClusterServer(t, dir, env, n)
+	}
 	return runServer(t, dir, env)
 }
 
