@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -115,12 +114,7 @@ func NewHands(opts HandsOptions) *Hands {
 		x.log = slog.New(slog.DiscardHandler)
 	}
 	if x.rt == nil {
-		x.rt = &http.Transport{
-			Proxy:               nil, // nodes talk directly, never through HTTP_PROXY
-			DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-		}
+		x.rt = nodeTransport()
 	}
 	return x
 }

@@ -19,6 +19,19 @@ const DefaultLeaseTTL = 5 * time.Second
 // dialTimeout bounds connecting to another node.
 const dialTimeout = 3 * time.Second
 
+// nodeTransport is how a node talks to the others: directly, never
+// through HTTP_PROXY, with a dial timeout so that a node that heartbeats
+// but cannot be reached (a partition between nodes) fails in time and the
+// request is tried again, and kept-alive connections for the traffic
+// between nodes.
+func nodeTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
 // orphanBatch is how many sessions without a live lease one sweep takes
 // over at most; the next sweep, a third of a TTL later, takes more.
 const orphanBatch = 100
@@ -125,16 +138,7 @@ func New(opts Options) *Node {
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	if n.rt == nil {
-		n.rt = &http.Transport{
-			Proxy: nil, // nodes talk directly, never through HTTP_PROXY
-			// A node that heartbeats but cannot be reached (a partition
-			// between nodes) fails the dial in time, and the request is
-			// retried until the lease moves or the forwarding gives up.
-			DialContext:         (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   false,
-		}
+		n.rt = nodeTransport()
 	}
 	return n
 }

@@ -11,23 +11,31 @@ import (
 	exsdk "github.com/baton-engine/baton/client/executor"
 )
 
+// executorProfile creates, through node at, an environment with a
+// credential and a scripted profile whose tools are that environment's
+// executors', and a client key for it.
+func (c *testCluster) executorProfile(t *testing.T, at *child) (env, secret, key string) {
+	t.Helper()
+	r := call(t, "POST", at.adminURL+"/admin/v1/environments", c.adminKey, map[string]any{"name": "remote"})
+	mustStatus(t, r, 201)
+	env = r.json(t)["id"].(string)
+	r = call(t, "POST", at.adminURL+"/admin/v1/environments/"+env+"/credentials", c.adminKey, nil)
+	mustStatus(t, r, 201)
+	secret = r.json(t)["secret"].(string)
+	r = call(t, "POST", at.adminURL+"/admin/v1/profiles", c.adminKey, map[string]any{"name": "remote-tools", "primary_provider": "script", "executor_environments": []string{env}})
+	mustStatus(t, r, 201)
+	r = call(t, "POST", at.adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "rk", "profile_id": r.json(t)["id"]})
+	mustStatus(t, r, 201)
+	return env, secret, r.json(t)["key"].(string)
+}
+
 // TestClusterExecutorOnAnotherNode: a session owned by node a calls a
 // tool of an executor connected to node b.
 func TestClusterExecutorOnAnotherNode(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2)
 	a, b := c.nodes[0], c.nodes[1]
-	r := call(t, "POST", a.adminURL+"/admin/v1/environments", c.adminKey, map[string]any{"name": "remote"})
-	mustStatus(t, r, 201)
-	env := r.json(t)["id"].(string)
-	r = call(t, "POST", a.adminURL+"/admin/v1/environments/"+env+"/credentials", c.adminKey, nil)
-	mustStatus(t, r, 201)
-	secret := r.json(t)["secret"].(string)
-	r = call(t, "POST", a.adminURL+"/admin/v1/profiles", c.adminKey, map[string]any{"name": "remote-tools", "primary_provider": "script", "executor_environments": []string{env}})
-	mustStatus(t, r, 201)
-	r = call(t, "POST", a.adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "rk", "profile_id": r.json(t)["id"]})
-	mustStatus(t, r, 201)
-	key := r.json(t)["key"].(string)
+	env, secret, key := c.executorProfile(t, a)
 
 	ctx := loopCtx(t)
 	e, err := exsdk.New(exsdk.Config{BaseURL: b.clientURL, Credential: secret, Scope: exsdk.Environment(env), ExecutorID: "exe_b",
@@ -88,17 +96,7 @@ func TestClusterExecutorNodeKilledMidCall(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, 2)
 	a, b := c.nodes[0], c.nodes[1]
-	r := call(t, "POST", a.adminURL+"/admin/v1/environments", c.adminKey, map[string]any{"name": "remote"})
-	mustStatus(t, r, 201)
-	env := r.json(t)["id"].(string)
-	r = call(t, "POST", a.adminURL+"/admin/v1/environments/"+env+"/credentials", c.adminKey, nil)
-	mustStatus(t, r, 201)
-	secret := r.json(t)["secret"].(string)
-	r = call(t, "POST", a.adminURL+"/admin/v1/profiles", c.adminKey, map[string]any{"name": "remote-tools", "primary_provider": "script", "executor_environments": []string{env}})
-	mustStatus(t, r, 201)
-	r = call(t, "POST", a.adminURL+"/admin/v1/keys", c.adminKey, map[string]any{"name": "rk", "profile_id": r.json(t)["id"]})
-	mustStatus(t, r, 201)
-	key := r.json(t)["key"].(string)
+	env, secret, key := c.executorProfile(t, a)
 
 	ctx := loopCtx(t)
 	started := make(chan struct{}, 8)
