@@ -669,6 +669,7 @@ func FuzzDecodeNotice(f *testing.F) {
 	f.Add("baton1 a")
 	f.Add("baton1 n\ns 01")
 	f.Add("baton1 n unsubscribe ses_1")
+	f.Add("baton1 n forget key_1")
 	f.Fuzz(func(t *testing.T, payload string) {
 		n, err := DecodeNotice(payload)
 		if err != nil {
@@ -677,9 +678,17 @@ func FuzzDecodeNotice(f *testing.F) {
 		if n.Resync {
 			return
 		}
-		if n.Unsubscribe != "" {
-			if m, err := DecodeNotice(notifyPrefix + n.Node + " unsubscribe " + n.Unsubscribe); err != nil || m.Node != n.Node || m.Unsubscribe != n.Unsubscribe || m.Seqs != nil || m.Resync {
-				t.Fatalf("unsubscribe %+v re-encoded: %+v, %v", n, m, err)
+		if n.Unsubscribe != "" || n.Forget != "" {
+			verb, arg := notifyUnsubscribe, n.Unsubscribe
+			if n.Forget != "" {
+				verb, arg = notifyForget, n.Forget
+			}
+			if n.Unsubscribe != "" && n.Forget != "" {
+				t.Fatalf("both commands in %+v", n)
+			}
+			m, err := DecodeNotice(notifyPrefix + n.Node + " " + verb + " " + arg)
+			if err != nil || m.Node != n.Node || m.Unsubscribe != n.Unsubscribe || m.Forget != n.Forget || m.Seqs != nil || m.Resync {
+				t.Fatalf("%s %+v re-encoded: %+v, %v", verb, n, m, err)
 			}
 			return
 		}
@@ -859,5 +868,42 @@ func TestClusterSessionOwners(t *testing.T) {
 	}
 	if got, err := a.SessionOwners(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("no sessions: %v, %v", got, err)
+	}
+}
+
+// TestClusterNotifyForget: revoking a client key and changing or deleting
+// a profile tell the other nodes to drop them from their caches.
+func TestClusterNotifyForget(t *testing.T) {
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes["a"], c.nodes["b"]
+	ctx := context.Background()
+	got := make(chan Notice, 16)
+	l, err := NewListener(b, ListenerOptions{OnNotice: func(n Notice) {
+		if n.Forget != "" {
+			got <- n
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := mkProfile(t, a, "p")
+	if err := a.ReplaceProfile(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	k := mkKey(t, a, baton.RoleClient, p.ID)
+	if _, err := a.RevokeClientKey(ctx, k.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DeleteProfile(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{p.ID, k.ID, p.ID} {
+		if n := <-got; n.Node != "a" || n.Forget != want {
+			t.Fatalf("b heard %+v, want a's forget of %s", n, want)
+		}
 	}
 }

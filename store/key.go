@@ -179,6 +179,7 @@ WHERE client_id = $1 AND role = 'session' AND deleted_at IS NULL`, id, now); err
 	if err != nil {
 		return nil, err
 	}
+	db.notifyForgotten(ctx, id) // the other nodes' key caches
 	return closed, nil
 }
 

@@ -21,7 +21,9 @@ import (
 // each session, or "baton1 <node> resync" alone, which asks every
 // listener to reread whatever it follows, or "baton1 <node> unsubscribe
 // <session>" alone: a client ended the session's subscriptions
-// (session.unsubscribe), which live on every node.
+// (session.unsubscribe), which live on every node, or "baton1 <node>
+// forget <id>" alone: a revoked key or a changed profile, which every
+// node drops from its caches at once.
 
 // notifyPrefix starts every payload; its digit is the format's version.
 const notifyPrefix = "baton1 "
@@ -44,6 +46,9 @@ type Notice struct {
 	// Unsubscribe names a session whose subscriptions must end on every
 	// node.
 	Unsubscribe string
+	// Forget names a revoked key or a changed profile that every node
+	// drops from its caches.
+	Forget string
 }
 
 // notifyChannel is the channel of the nodes sharing schema: nodes of
@@ -107,11 +112,19 @@ func DecodeNotice(payload string) (Notice, error) {
 		return Notice{}, errors.New("store: notice: unknown format")
 	}
 	head, body, _ := strings.Cut(rest, "\n")
-	if node, session, ok := strings.Cut(head, " unsubscribe "); ok {
-		if !validName(node) || !validName(session) || body != "" {
-			return Notice{}, errors.New("store: notice: bad unsubscribe")
+	for _, verb := range []string{notifyUnsubscribe, notifyForget} {
+		if node, arg, ok := strings.Cut(head, " "+verb+" "); ok {
+			if !validName(node) || !validName(arg) || body != "" {
+				return Notice{}, fmt.Errorf("store: notice: bad %s", verb)
+			}
+			n := Notice{Node: node}
+			if verb == notifyUnsubscribe {
+				n.Unsubscribe = arg
+			} else {
+				n.Forget = arg
+			}
+			return n, nil
 		}
-		return Notice{Node: node, Unsubscribe: session}, nil
 	}
 	node, resync := strings.CutSuffix(head, " resync")
 	if !validName(node) {
@@ -141,17 +154,40 @@ func DecodeNotice(payload string) (Notice, error) {
 	return n, nil
 }
 
+// The verbs of the notices that are commands to every other node.
+const (
+	notifyUnsubscribe = "unsubscribe"
+	notifyForget      = "forget"
+)
+
 // NotifyUnsubscribe tells every other node that sessionID's
 // subscriptions end (session.unsubscribe). Without cluster mode it does
 // nothing.
 func (db *DB) NotifyUnsubscribe(ctx context.Context, sessionID string) error {
+	return db.notifyCommand(ctx, notifyUnsubscribe, sessionID)
+}
+
+// notifyForgotten tells every other node to drop a revoked key or a
+// changed profile from its caches, so that the change holds everywhere at
+// once. A failure is logged: the caches expire by themselves (seconds).
+func (db *DB) notifyForgotten(ctx context.Context, id string) {
+	if err := db.notifyCommand(context.WithoutCancel(ctx), notifyForget, id); err != nil {
+		db.log.Warn("tell the other nodes to forget a cached item", "id", id, "err", err)
+	}
+}
+
+// ForgetCached drops id from this store's caches (a profile another node
+// changed).
+func (db *DB) ForgetCached(id string) { db.forgetProfile(id) }
+
+func (db *DB) notifyCommand(ctx context.Context, verb, arg string) error {
 	if db.w.fence == nil {
 		return nil
 	}
-	if !validName(sessionID) {
-		return fmt.Errorf("store: notify: bad session id %q", sessionID)
+	if !validName(arg) {
+		return fmt.Errorf("store: notify: bad %s argument %q", verb, arg)
 	}
-	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, db.w.notify, notifyPrefix+db.w.fence.node+" unsubscribe "+sessionID); err != nil {
+	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify($1, $2)`, db.w.notify, notifyPrefix+db.w.fence.node+" "+verb+" "+arg); err != nil {
 		return fmt.Errorf("store: notify: %w", err)
 	}
 	return nil

@@ -272,6 +272,7 @@ WHERE id = $1`,
 	if err != nil {
 		return err
 	}
+	db.notifyForgotten(ctx, p.ID)
 	p.CreatedAt, p.UpdatedAt = created, updated
 	return nil
 }
@@ -281,6 +282,7 @@ WHERE id = $1`,
 // transaction.
 func (db *DB) DeleteProfile(ctx context.Context, id string) error {
 	defer db.forgetProfile(id)
+	defer db.notifyForgotten(ctx, id)
 	return db.w.do(ctx, func(t *wtx) error {
 		var found string
 		err := t.get(`SELECT id FROM profiles WHERE id = $1 AND deleted_at IS NULL`+t.w.lock, []any{id}, &found)

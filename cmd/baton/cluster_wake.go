@@ -13,12 +13,17 @@ type feedEnder interface{ EndFeeds(sessionID string) }
 // ringFeeds turns the doorbells other nodes ring on commit (store.Listener)
 // into rings of this node's subscription feeds, which then read the new
 // events from the log (docs/cluster.md). A resync rings every observed
-// session; an unsubscribe ends the session's feeds here too.
-func ringFeeds(h *hub.Hub, feeds feedEnder) func(store.Notice) {
+// session; an unsubscribe ends the session's feeds here too; a forget
+// drops a revoked key or a changed profile from this node's caches.
+func ringFeeds(h *hub.Hub, feeds feedEnder, forget ...func(ids ...string)) func(store.Notice) {
 	return func(n store.Notice) {
 		switch {
 		case n.Unsubscribe != "":
 			feeds.EndFeeds(n.Unsubscribe)
+		case n.Forget != "":
+			for _, f := range forget {
+				f(n.Forget)
+			}
 		case n.Resync:
 			for _, id := range h.Observed() {
 				h.Ring(id, math.MaxInt64)
@@ -27,6 +32,15 @@ func ringFeeds(h *hub.Hub, feeds feedEnder) func(store.Notice) {
 			for id, seq := range n.Seqs {
 				h.Ring(id, seq)
 			}
+		}
+	}
+}
+
+// forgetProfiles adapts the store's ForgetCached to ringFeeds's forget.
+func forgetProfiles(db *store.DB) func(ids ...string) {
+	return func(ids ...string) {
+		for _, id := range ids {
+			db.ForgetCached(id)
 		}
 	}
 }
