@@ -20,6 +20,7 @@ import (
 // over a busybox rootfs.
 func TestProcessSandboxEndToEnd(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "it checks sandbox state on the first node's disk; the sandbox runs on the node that owns the session")
 	rootfs := busyboxRootfs(t)
 	var leftover string
 	s := startServer(t, func(env map[string]string) {

@@ -118,6 +118,7 @@ func testSessionLifecycle(t *testing.T, mutate ...func(map[string]string)) {
 
 func TestOpenAndJoinChecks(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "a profile change reaches the other nodes' caches by notification, milliseconds later")
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "script", "allowed_tools": []any{"get_time", 7}})
 	proB := s.profile(map[string]any{"name": "other", "primary_provider": "script"})
@@ -253,6 +254,7 @@ func TestFrameworkRejections(t *testing.T) {
 
 func TestRevocationCascade(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "a revocation reaches the other nodes' key caches by notification, milliseconds later")
 	s := startServer(t)
 	pro := s.profile(map[string]any{"name": "main", "primary_provider": "script"})
 	aID, a := s.clientKey("a", pro)
