@@ -85,6 +85,10 @@ type Options struct {
 	// this node's feeds of the session ended: in a cluster it tells the
 	// other nodes, whose feeds end by EndFeeds.
 	Unsubscribed func(ctx context.Context, sessionID string) error
+	// Ended, when set, is told when a session's runtime is dropped (it
+	// closed, or a close found it in state error) after this node's feeds
+	// of it ended: in a cluster it tells the other nodes to end theirs.
+	Ended func(ctx context.Context, sessionID string) error
 }
 
 // Defaults of the per-session caps of Options.
@@ -143,6 +147,7 @@ type Engine struct {
 	maxQueued int // queued turns per session
 
 	unsubscribed func(ctx context.Context, sessionID string) error
+	notifyEnded  func(ctx context.Context, sessionID string) error
 
 	stopping     chan struct{} // closed by EndStreams
 	stoppingOnce sync.Once
@@ -169,7 +174,7 @@ func New(opts Options) *Engine {
 		subs: newSubagents(opts.MaxSubagents, opts.SubagentTimeout),
 
 		executors: opts.Executors, executorTimeout: opts.ExecutorCallTimeout,
-		maxQueued: opts.MaxQueuedTurns, unsubscribed: opts.Unsubscribed,
+		maxQueued: opts.MaxQueuedTurns, unsubscribed: opts.Unsubscribed, notifyEnded: opts.Ended,
 		stopping: make(chan struct{}),
 	}
 	if e.maxQueued <= 0 {
@@ -303,6 +308,11 @@ func (e *Engine) forget(ctx context.Context, sessionID, actor string) {
 	}
 	if e.hub != nil {
 		e.hub.End(sessionID, "")
+	}
+	if e.notifyEnded != nil {
+		if err := e.notifyEnded(ctx, sessionID); err != nil {
+			e.log.Warn("tell the other nodes a session ended", "session_id", sessionID, "err", err)
+		}
 	}
 	if e.executors != nil {
 		e.executors.Release(sessionID) // session.stop to its executors, in the background

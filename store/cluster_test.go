@@ -670,6 +670,7 @@ func FuzzDecodeNotice(f *testing.F) {
 	f.Add("baton1 n\ns 01")
 	f.Add("baton1 n unsubscribe ses_1")
 	f.Add("baton1 n forget key_1")
+	f.Add("baton1 n end ses_1")
 	f.Fuzz(func(t *testing.T, payload string) {
 		n, err := DecodeNotice(payload)
 		if err != nil {
@@ -678,16 +679,18 @@ func FuzzDecodeNotice(f *testing.F) {
 		if n.Resync {
 			return
 		}
-		if n.Unsubscribe != "" || n.Forget != "" {
-			verb, arg := notifyUnsubscribe, n.Unsubscribe
-			if n.Forget != "" {
+		if n.Unsubscribe != "" || n.Forget != "" || n.Ended != "" {
+			var verb, arg string
+			switch {
+			case n.Unsubscribe != "":
+				verb, arg = notifyUnsubscribe, n.Unsubscribe
+			case n.Forget != "":
 				verb, arg = notifyForget, n.Forget
-			}
-			if n.Unsubscribe != "" && n.Forget != "" {
-				t.Fatalf("both commands in %+v", n)
+			default:
+				verb, arg = notifyEnded, n.Ended
 			}
 			m, err := DecodeNotice(notifyPrefix + n.Node + " " + verb + " " + arg)
-			if err != nil || m.Node != n.Node || m.Unsubscribe != n.Unsubscribe || m.Forget != n.Forget || m.Seqs != nil || m.Resync {
+			if err != nil || m.Node != n.Node || m.Unsubscribe != n.Unsubscribe || m.Forget != n.Forget || m.Ended != n.Ended || m.Seqs != nil || m.Resync {
 				t.Fatalf("%s %+v re-encoded: %+v, %v", verb, n, m, err)
 			}
 			return

@@ -19,7 +19,9 @@ import (
 //
 // A payload is text lines: "baton1 <node>", then "<session> <seq>" for
 // each session, or "baton1 <node> resync" alone, which asks every
-// listener to reread whatever it follows, or "baton1 <node> unsubscribe
+// listener to reread whatever it follows, or "baton1 <node> end
+// <session>" alone: the session's owner dropped it (closed or in error),
+// or "baton1 <node> unsubscribe
 // <session>" alone: a client ended the session's subscriptions
 // (session.unsubscribe), which live on every node, or "baton1 <node>
 // forget <id>" alone: a revoked key or a changed profile, which every
@@ -49,6 +51,9 @@ type Notice struct {
 	// Forget names a revoked key or a changed profile that every node
 	// drops from its caches.
 	Forget string
+	// Ended names a session whose runtime its owner dropped (closed, or
+	// ended in state error): every node ends its subscriptions.
+	Ended string
 }
 
 // notifyChannel is the channel of the nodes sharing schema: nodes of
@@ -112,16 +117,19 @@ func DecodeNotice(payload string) (Notice, error) {
 		return Notice{}, errors.New("store: notice: unknown format")
 	}
 	head, body, _ := strings.Cut(rest, "\n")
-	for _, verb := range []string{notifyUnsubscribe, notifyForget} {
+	for _, verb := range []string{notifyUnsubscribe, notifyForget, notifyEnded} {
 		if node, arg, ok := strings.Cut(head, " "+verb+" "); ok {
 			if !validName(node) || !validName(arg) || body != "" {
 				return Notice{}, fmt.Errorf("store: notice: bad %s", verb)
 			}
 			n := Notice{Node: node}
-			if verb == notifyUnsubscribe {
+			switch verb {
+			case notifyUnsubscribe:
 				n.Unsubscribe = arg
-			} else {
+			case notifyForget:
 				n.Forget = arg
+			default:
+				n.Ended = arg
 			}
 			return n, nil
 		}
@@ -158,7 +166,15 @@ func DecodeNotice(payload string) (Notice, error) {
 const (
 	notifyUnsubscribe = "unsubscribe"
 	notifyForget      = "forget"
+	notifyEnded       = "end"
 )
+
+// NotifyEnded tells every other node that sessionID's owner dropped its
+// runtime (it closed, or a close found it in state error): their
+// subscriptions of it end. Without cluster mode it does nothing.
+func (db *DB) NotifyEnded(ctx context.Context, sessionID string) error {
+	return db.notifyCommand(ctx, notifyEnded, sessionID)
+}
 
 // NotifyUnsubscribe tells every other node that sessionID's
 // subscriptions end (session.unsubscribe). Without cluster mode it does

@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 
+	"github.com/baton-engine/baton"
+
 	"github.com/baton-engine/baton/hub"
 	"github.com/baton-engine/baton/store"
 )
@@ -20,6 +22,8 @@ func ringFeeds(h *hub.Hub, feeds feedEnder, forget ...func(ids ...string)) func(
 		switch {
 		case n.Unsubscribe != "":
 			feeds.EndFeeds(n.Unsubscribe)
+		case n.Ended != "":
+			h.End(n.Ended, baton.SubObserver) // the feeds see how it ended
 		case n.Forget != "":
 			for _, f := range forget {
 				f(n.Forget)

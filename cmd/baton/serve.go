@@ -202,6 +202,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	opts.Brains = execs.hub // profiles whose brain is an executor's agent loop
 	if nodeID != "" {
 		opts.Unsubscribed = db.NotifyUnsubscribe // every node's feeds end
+		opts.Ended = db.NotifyEnded
 	}
 	eng := engine.New(opts)
 	var node *cluster.Node
