@@ -100,6 +100,7 @@ func TestAgo(t *testing.T) {
 // `baton admin nodes` says so.
 func TestAdminNodesAgainstServer(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "it checks what a single node (SQLite) answers")
 	s := startServer(t)
 	env := map[string]string{"BAE_ADMIN_ADDR": strings.TrimPrefix(s.adminURL, "http://"), "BAE_ADMIN_TOKEN": s.adminKey}
 	code, out, errs := runCLI(t, env, "admin", "nodes")

@@ -24,6 +24,7 @@ func (b *brainServer) restart(t *testing.T) {
 // is back, and the turn completes with the owner's call.
 func TestBrainRestartResumesCustomTool(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	_, key := b.clientKey("k", b.profile)
@@ -72,6 +73,7 @@ func TestBrainRestartResumesCustomTool(t *testing.T) {
 // wins, and the turn ends with the answer.
 func TestBrainRestartAnswersInteraction(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)

@@ -18,6 +18,7 @@ import (
 // events are stored and end it.
 func TestBrainResumedTurnKeepsWorking(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	g := newGatewayServer(t, nil)
 	sess, keyID, tr, done := g.turn(t)
 	md := tr.Metadata

@@ -234,6 +234,7 @@ func nextOf(t *testing.T, sub *client.Subscription, types ...string) client.Even
 // for deltas gets the previews, one that did not never does.
 func TestBrainTurns(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, keyID := b.driver(t, "", nil)
@@ -339,6 +340,7 @@ func TestBrainTurns(t *testing.T) {
 // turn's input, not a second turn; both calls end with the turn.
 func TestBrainInputJoinsTurn(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -364,6 +366,7 @@ func TestBrainInputJoinsTurn(t *testing.T) {
 // says so and the session takes the next turn.
 func TestBrainCancel(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -394,6 +397,7 @@ func TestBrainCancel(t *testing.T) {
 // error result without a pause.
 func TestBrainCustomTool(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	var calls atomic.Int32
@@ -440,6 +444,7 @@ func TestBrainCustomTool(t *testing.T) {
 // first answer wins, the other is refused, and the agent gets the winner.
 func TestBrainInteraction(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	b.executor(t)
 	sess, _ := b.driver(t, "", nil)
@@ -502,6 +507,7 @@ func TestBrainInteraction(t *testing.T) {
 // clear error, and the session still takes the next one.
 func TestBrainNoExecutor(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	sess, _ := b.driver(t, "", nil)
 	ctx := loopCtx(t)
@@ -521,6 +527,7 @@ func TestBrainNoExecutor(t *testing.T) {
 // normally.
 func TestBrainExecutorReconnectMidTurn(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	deaf := &deafNet{execNet: b.net, changed: make(chan struct{})}
 	openExecutor(t, deaf, b.config())

@@ -15,6 +15,7 @@ import (
 // result, and live subscribers see it.
 func TestExecutorToolEvent(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's durable events are recorded by its own node, which may not own the session")
 	h := newHandsServer(t)
 	h.executor(t, "exe_events", textTool("build", func(ctx context.Context, c exsdk.Call) (exsdk.Result, error) {
 		if err := c.Event("build.log", map[string]string{"line": "compiling"}); err != nil {

@@ -261,6 +261,7 @@ func twoSessionFiles(t *testing.T, mode string) {
 // flush before session.close.
 func TestBrainFilesEndToEnd(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "brains serve only the sessions of the node they are connected to")
 	b := newBrainServer(t)
 	cfg := b.config()
 	cfg.Files = &exsdk.FileMounts{Root: t.TempDir(), Mode: exsdk.MountSync, SyncInterval: time.Hour}

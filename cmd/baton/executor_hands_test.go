@@ -101,6 +101,7 @@ func blockText(b map[string]any) string {
 // call and result.
 func TestExecutorToolRoundTrip(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t)
 	var started sync.WaitGroup
 	started.Add(2)
@@ -187,6 +188,7 @@ func TestExecutorToolRoundTrip(t *testing.T) {
 // once.
 func TestExecutorTwoInEnvironment(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t)
 	who := func(name string) exsdk.Tool {
 		return textTool("who", func(context.Context, exsdk.Call) (exsdk.Result, error) { return exsdk.TextResult(name), nil })
@@ -221,6 +223,7 @@ func TestExecutorTwoInEnvironment(t *testing.T) {
 // that says so, and the turn goes on.
 func TestExecutorToolWithoutExecutor(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t)
 	e := h.executor(t, "exe_gone", textTool("lookup", func(context.Context, exsdk.Call) (exsdk.Result, error) {
 		return exsdk.TextResult("never"), nil
@@ -258,6 +261,7 @@ func TestExecutorToolWithoutExecutor(t *testing.T) {
 // resumes, and the model gets exactly one result, from one run.
 func TestExecutorKilledMidCall(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t)
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
@@ -299,6 +303,7 @@ func TestExecutorKilledMidCall(t *testing.T) {
 // fails and the model is told why.
 func TestExecutorLeaseExpiry(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "an executor's tools reach the other nodes within a third of the lease TTL, not at once")
 	h := newHandsServer(t, "BATON_EXECUTOR_HEARTBEAT_INTERVAL", "200ms", "BATON_EXECUTOR_RESUME_WINDOW", "300ms")
 	started := make(chan struct{})
 	h.executor(t, "exe_silent", textTool("wait", func(ctx context.Context, c exsdk.Call) (exsdk.Result, error) {

@@ -181,6 +181,7 @@ func TestLoopProviderRetryHonoursRetryAfter(t *testing.T) {
 // the parked server result (rebuilt from the log) is merged in order.
 func TestLoopRestartResumesPausedTurn(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "it restarts one node, and the session's owner may be another")
 	m := newMockProvider(t)
 	s := startServer(t, loopConfig(t, m.entry("mock")))
 	pro := loopProfile(t, s, map[string]any{"primary_provider": "mock", "allowed_tools": []string{"get_time"}})

@@ -104,6 +104,7 @@ func TestServeCheckWarnsAboutLooseDataFiles(t *testing.T) {
 // it creates, reports nothing, nor does --check on what it created.
 func TestServeQuietOnPrivateDataFiles(t *testing.T) {
 	t.Parallel()
+	onlySingleNode(t, "it checks the SQLite data files")
 	s := startServer(t, func(env map[string]string) {
 		env["BAE_DB_PATH"] = filepath.Join(filepath.Dir(env["BAE_DB_PATH"]), "data", "bae.db")
 	})
