@@ -228,8 +228,13 @@ func (c *call) forward(sub baton.Subscription, turn *baton.Turn, deltas bool) bo
 	feed := sub.C()
 	final := false // the turn's reply is queued: hold everything for the result
 	queue := func(n baton.Notice) bool {
-		// server.message.send is the last event of a server turn.
-		final = final || n.Event != nil && n.Event.Type == baton.EventServerMessage
+		if final {
+			// server.message.send is the last event of a server turn: what
+			// follows it in the feed is the next turn's (the queue's next
+			// message starts as soon as this one ends).
+			return true
+		}
+		final = n.Event != nil && n.Event.Type == baton.EventServerMessage
 		return c.notice(n, turn.Own, deltas)
 	}
 	// drain queues every notice already waiting; false: the feed ended.
