@@ -84,18 +84,29 @@ func (n *Node) Forward(next http.Handler) http.Handler {
 	})
 }
 
-// servedAnywhere reports whether r is a JSON-RPC call that any node
-// serves from the shared log: session.subscribe without stream_deltas
-// (rings and the log feed it, so it survives the owner's death; deltas
-// exist only on the owner, which serves the subscriptions that want
-// them) and session.unsubscribe (which ends the feeds of every node).
-func servedAnywhere(r *http.Request, body []byte) bool {
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/rpc") {
-		return false
+// kind is how forwarding treats a request about a session it does not
+// own, read once from the request.
+type kind struct {
+	anywhere bool // served by any node from the shared log: a plain session.subscribe, session.unsubscribe
+	stream   bool // lasts until its client ends it: a calls stream, a subscribe relayed to the owner
+}
+
+// kindOf classifies r, whose body (when replayable) is body. A plain
+// session.subscribe is fed on any node by rings and the log, so it
+// survives the owner's death; one that wants deltas goes to the owner,
+// which alone has them. session.unsubscribe ends the feeds of every node
+// wherever it is served. Only bodies naming those methods are parsed.
+func kindOf(r *http.Request, body []byte) kind {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/calls") {
+		return kind{stream: true}
+	}
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/rpc") ||
+		!bytes.Contains(body, []byte(`"session.subscribe"`)) && !bytes.Contains(body, []byte(`"session.unsubscribe"`)) {
+		return kind{}
 	}
 	req, perr := wire.Parse(body)
 	if perr != nil || req == nil {
-		return false
+		return kind{}
 	}
 	switch req.Method {
 	case "session.subscribe":
@@ -103,25 +114,11 @@ func servedAnywhere(r *http.Request, body []byte) bool {
 			Deltas bool `json:"stream_deltas"`
 		}
 		_ = json.Unmarshal(req.Params, &p)
-		return !p.Deltas
+		return kind{anywhere: !p.Deltas, stream: true}
 	case "session.unsubscribe":
-		return true
+		return kind{anywhere: true}
 	}
-	return false
-}
-
-// isStream reports whether r opens a stream that lasts until its client
-// ends it: a registered client's calls stream, or a session.subscribe
-// relayed to the owner (one that wants deltas).
-func isStream(r *http.Request, body []byte) bool {
-	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/calls") {
-		return true
-	}
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/rpc") {
-		return false
-	}
-	req, perr := wire.Parse(body)
-	return perr == nil && req != nil && req.Method == "session.subscribe"
+	return kind{}
 }
 
 // serveForwarded serves a request another node sent here as the owner.
@@ -133,13 +130,11 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, next http.
 	case err != nil && err != errDraining:
 		n.writeError(w, r, err)
 	case url != "" || err == errDraining: // the sender takes it over itself
-		w.Header().Set(HeaderNotOwner, "1")
-		httpx.WriteProblem(w, http.StatusMisdirectedRequest, baton.ECodeUnavailable, "this node does not own session "+id)
+		notOwner(w, id)
 	default:
 		release, ok := n.hold(id)
 		if !ok { // handed over since: the sender looks again
-			w.Header().Set(HeaderNotOwner, "1")
-			httpx.WriteProblem(w, http.StatusMisdirectedRequest, baton.ECodeUnavailable, "this node does not own session "+id)
+			notOwner(w, id)
 			return
 		}
 		defer release()
@@ -147,15 +142,33 @@ func (n *Node) serveForwarded(w http.ResponseWriter, r *http.Request, next http.
 	}
 }
 
+// notOwner turns a forwarded request away: the sender looks for the
+// owner again, or takes the session over itself.
+func notOwner(w http.ResponseWriter, id string) {
+	w.Header().Set(HeaderNotOwner, "1")
+	httpx.WriteProblem(w, http.StatusMisdirectedRequest, baton.ECodeUnavailable, "this node does not own session "+id)
+}
+
 // forward serves r here or at its owner, retrying while the owner moves.
 func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler, id string) {
+	// The common case first: a session this node owns is served as it
+	// came, body unread, for one lock.
+	if release, ok := n.holdOwned(id); ok {
+		defer release()
+		next.ServeHTTP(w, r)
+		return
+	}
 	ctx := r.Context()
 	body, replayable, err := n.replayable(r)
 	if err != nil {
 		n.writeError(w, r, baton.Errorf(baton.ECodeBadRequest, "read request body: %v", err))
 		return
 	}
-	if replayable && servedAnywhere(r, body) {
+	var k kind
+	if replayable {
+		k = kindOf(r, body)
+	}
+	if k.anywhere {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 		return
@@ -180,7 +193,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 			return
 		case err == nil:
 			var again bool
-			again, err = n.proxy(w, r, id, url, body, replayable)
+			again, err = n.proxy(w, r, id, url, body, replayable, k.stream)
 			if !again {
 				return
 			}
@@ -221,11 +234,11 @@ func (n *Node) replayable(r *http.Request) ([]byte, bool, error) {
 // proxy sends r to the owner at base and relays the answer. It reports
 // again=true, with the reason, when nothing was relayed and the request
 // can be sent again: the owner could not be reached or is not the owner.
-func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id, base string, body []byte, replayable bool) (again bool, err error) {
+func (n *Node) proxy(w http.ResponseWriter, r *http.Request, id, base string, body []byte, replayable, stream bool) (again bool, err error) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	if node := n.targetNode(id); node != "" {
-		if isStream(r, body) {
+		if stream {
 			defer n.watches.addStream(node, cancel)()
 		} else {
 			defer n.watches.add(node, cancel)()

@@ -237,6 +237,21 @@ var errHandedOver = baton.Errorf(baton.ECodeUnavailable, "the session was handed
 func (n *Node) hold(sessionID string) (release func(), ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.holdLocked(sessionID, false)
+}
+
+// holdOwned is hold for a session this node owns, and refuses any other:
+// the route and the hold of the common case in one lock.
+func (n *Node) holdOwned(sessionID string) (release func(), ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.holdLocked(sessionID, true)
+}
+
+func (n *Node) holdLocked(sessionID string, ownedOnly bool) (release func(), ok bool) {
+	if _, own := n.owned[sessionID]; ownedOnly && !own {
+		return nil, false
+	}
 	if _, busy := n.inflight[sessionID]; busy {
 		return nil, false
 	}

@@ -148,16 +148,21 @@ func (bs *brains) session(id, machine string) *brainSession {
 // forget ends a closed session's brain: waiting calls fail and the agent
 // session is closed on the executor.
 func (bs *brains) forget(id string) {
-	bs.mu.Lock()
-	s := bs.sessions[id]
-	delete(bs.sessions, id)
-	bs.mu.Unlock()
-	if s != nil {
+	if s := bs.take(id); s != nil {
 		s.shut(baton.Errorf(baton.ECodeNotOpen, "session is closed, not open"))
 	}
 	if bs.b != nil { // also for an agent session taken back after a restart
 		bs.b.CloseAgent(id)
 	}
+}
+
+// take removes and returns the brain session id, if any.
+func (bs *brains) take(id string) *brainSession {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	s := bs.sessions[id]
+	delete(bs.sessions, id)
+	return s
 }
 
 // close fails every waiting call at shutdown.

@@ -136,11 +136,7 @@ func (e *Engine) Evict(sessionID string) {
 	if e.hub != nil {
 		e.hub.Fail(sessionID, ErrMoved)
 	}
-	e.brains.mu.Lock()
-	bs := e.brains.sessions[sessionID]
-	delete(e.brains.sessions, sessionID)
-	e.brains.mu.Unlock()
-	if bs != nil {
+	if bs := e.brains.take(sessionID); bs != nil {
 		bs.shut(baton.Errorf(baton.ECodeUnavailable, "the session moved to another node; retry"))
 	}
 }

@@ -269,21 +269,9 @@ func (db *DB) OrphanedSessions(ctx context.Context, limit int) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.QueryContext(ctx, `SELECT s.id FROM sessions s LEFT JOIN session_leases l ON l.session_id = s.id
+	out, err := queryColumn(ctx, c, `SELECT s.id FROM sessions s LEFT JOIN session_leases l ON l.session_id = s.id
 WHERE s.state = 'open' AND (l.session_id IS NULL OR l.expires_at <= now()) ORDER BY s.ord LIMIT $1`, limit)
 	if err != nil {
-		return nil, fmt.Errorf("orphaned sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("orphaned sessions: %w", err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("orphaned sessions: %w", err)
 	}
 	return out, nil
@@ -299,23 +287,11 @@ func (db *DB) RevokedSessions(ctx context.Context, nodeID string, limit int) ([]
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.QueryContext(ctx, `SELECT s.id FROM session_leases l JOIN sessions s ON s.id = l.session_id
+	out, err := queryColumn(ctx, c, `SELECT s.id FROM session_leases l JOIN sessions s ON s.id = l.session_id
 WHERE l.node_id = $1 AND l.expires_at > now() AND s.state = 'open'
 AND NOT EXISTS (SELECT 1 FROM keys k WHERE k.name = s.id AND k.role = 'session' AND k.deleted_at IS NULL)
 ORDER BY s.ord LIMIT $2`, nodeID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("revoked sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("revoked sessions: %w", err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("revoked sessions: %w", err)
 	}
 	return out, nil

@@ -527,9 +527,20 @@ func (t *wtx) scanRow(row *sql.Row, dest []any) error {
 
 // column runs a query returning one text column.
 func (t *wtx) column(query string, args ...any) ([]string, error) {
-	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	out, err := queryColumn(t.ctx, t.tx, query, args...)
 	if err != nil {
 		t.dirty = true
+	}
+	return out, err
+}
+
+// queryColumn runs a query returning one text column, in a transaction
+// or on a pool.
+func queryColumn(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
@@ -537,16 +548,11 @@ func (t *wtx) column(query string, args ...any) ([]string, error) {
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			t.dirty = true
 			return nil, err
 		}
 		out = append(out, s)
 	}
-	if err := rows.Err(); err != nil {
-		t.dirty = true
-		return nil, err
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // nextSeq returns the sequence number the next event of sessionID gets.

@@ -17,7 +17,7 @@ type feedEnder interface{ EndFeeds(sessionID string) }
 // events from the log (docs/cluster.md). A resync rings every observed
 // session; an unsubscribe ends the session's feeds here too; a forget
 // drops a revoked key or a changed profile from this node's caches.
-func ringFeeds(h *hub.Hub, feeds feedEnder, forget ...func(ids ...string)) func(store.Notice) {
+func ringFeeds(h *hub.Hub, feeds feedEnder, forget func(id string)) func(store.Notice) {
 	return func(n store.Notice) {
 		switch {
 		case n.Unsubscribe != "":
@@ -25,9 +25,7 @@ func ringFeeds(h *hub.Hub, feeds feedEnder, forget ...func(ids ...string)) func(
 		case n.Ended != "":
 			h.End(n.Ended, baton.SubObserver) // the feeds see how it ended
 		case n.Forget != "":
-			for _, f := range forget {
-				f(n.Forget)
-			}
+			forget(n.Forget)
 		case n.Resync:
 			for _, id := range h.Observed() {
 				h.Ring(id, math.MaxInt64)
@@ -36,15 +34,6 @@ func ringFeeds(h *hub.Hub, feeds feedEnder, forget ...func(ids ...string)) func(
 			for id, seq := range n.Seqs {
 				h.Ring(id, seq)
 			}
-		}
-	}
-}
-
-// forgetProfiles adapts the store's ForgetCached to ringFeeds's forget.
-func forgetProfiles(db *store.DB) func(ids ...string) {
-	return func(ids ...string) {
-		for _, id := range ids {
-			db.ForgetCached(id)
 		}
 	}
 }

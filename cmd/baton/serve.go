@@ -214,7 +214,7 @@ func (c *cli) serve(ctx context.Context, f *serveFlags, dev *devOptions) error {
 	defer eng.Close()
 	if node != nil { // other nodes' commits wake this node's subscriptions
 		listener, err := store.NewListener(db, store.ListenerOptions{
-			OnNotice: ringFeeds(feed, eng, authn.Forget, forgetProfiles(db)), Logger: log})
+			OnNotice: ringFeeds(feed, eng, func(id string) { authn.Forget(id); db.ForgetCached(id) }), Logger: log})
 		if err != nil {
 			return runtimeErr(err)
 		}
